@@ -1,0 +1,42 @@
+# dlpack-bridge: `make run` and `make test` work on a fresh machine (they create .venv).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: run test bench lint gen gen-check install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=74.1" wheel
+
+# --no-build-isolation: the build needs only setuptools (already in .venv) and a
+# C compiler, so no isolated build environment has to be downloaded.
+$(STAMP): $(BIN)/python pyproject.toml cdefs/_native.c cdefs/bridge.c cdefs/bridge.h cdefs/dlpack.h
+	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev]"
+	touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m bridge
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python tests/bench.py
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check bridge tests cdefs/build.py
+	$(BIN)/python -m mypy
+
+gen: $(BIN)/python
+	$(BIN)/python cdefs/build.py
+
+gen-check: gen
+	git diff --exit-code -- cdefs/_native.c
+
+clean:
+	rm -rf $(VENV) build *.egg-info bridge/*.so

@@ -1,0 +1,44 @@
+"""Generate cdefs/_native.c, the cffi (API mode) source of ``bridge._native``.
+
+The C declarations are real files, read in this order: ``dlpack.h`` (the DLPack
+v1.3 ABI), then ``bridge.h`` (our C functions). The generated file is committed
+and compiled by ``pip install .`` through ``[[tool.setuptools.ext-modules]]`` in
+pyproject.toml, so installing needs a C compiler but not cffi's build hook or a
+setup.py. ``make gen`` reruns this script; ``make gen-check`` fails when the
+committed file differs from what this script writes.
+
+Usage: python cdefs/build.py [OUTPUT]   (default: cdefs/_native.c)
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import cffi
+
+HERE = pathlib.Path(__file__).resolve().parent
+CDEF_FILES = ("dlpack.h", "bridge.h")
+
+
+def make_ffi() -> cffi.FFI:
+    """Return the FFI builder for ``bridge._native`` (declarations + source)."""
+    ffibuilder = cffi.FFI()
+    for name in CDEF_FILES:
+        ffibuilder.cdef((HERE / name).read_text())
+    ffibuilder.set_source(
+        "bridge._native",
+        "#include <stdint.h>\n#include <stddef.h>\n"
+        '#include "dlpack.h"\n#include "bridge.h"\n',
+    )
+    return ffibuilder
+
+
+def main(argv: list[str]) -> int:
+    out = pathlib.Path(argv[1]) if len(argv) > 1 else HERE / "_native.c"
+    make_ffi().emit_c_code(str(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
