@@ -42,11 +42,11 @@ class device:
     arguments of the wrong type raise TypeError.
     """
 
-    __slots__ = ("_type", "_index")
+    __slots__ = ("_index", "_type")
     _type: str
     _index: int | None
 
-    def __new__(cls, type: Any, index: int | None = None) -> device:  # noqa: A002
+    def __new__(cls, type: Any, index: int | None = None) -> device:
         if isinstance(type, device):
             if index is not None:
                 raise TypeError("device(device, index) is not allowed: the device has its own index")

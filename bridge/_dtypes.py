@@ -78,22 +78,27 @@ class dtype:
     """
 
     __slots__ = (
-        "name",
-        "itemsize",
-        "dlpack",
-        "arrow_format",
-        "_kind",
-        "_signed",
-        "_np_name",
-        "_np",
-        "_rank",
         "__weakref__",
+        "_kind",
+        "_np",
+        "_np_name",
+        "_rank",
+        "_signed",
+        "arrow_format",
+        "dlpack",
+        "itemsize",
+        "name",
     )
 
     name: str
     itemsize: builtins.int
     dlpack: tuple[builtins.int, builtins.int, builtins.int]
     arrow_format: str | None
+    _kind: builtins.int
+    _signed: builtins.bool
+    _np_name: str
+    _np: np.dtype[Any] | None
+    _rank: builtins.int
 
     def __init__(self) -> None:
         raise TypeError("bridge.dtype cannot be instantiated; use bridge.float32 etc.")
@@ -119,7 +124,7 @@ class dtype:
         self._kind = kind
         self._signed = signed
         self._np_name = np_name
-        self._np: np.dtype[Any] | None = None
+        self._np = None
         self._rank = rank
         return self
 
@@ -160,7 +165,7 @@ class dtype:
     def has_numpy_dtype(self) -> builtins.bool:
         """Whether :attr:`numpy_dtype` is available in this environment."""
         try:
-            self.numpy_dtype
+            _ = self.numpy_dtype
         except TypeError:
             return False
         return True
@@ -202,7 +207,8 @@ def _resolve_numpy(dt: dtype) -> np.dtype[Any]:
     attr = dt._np_name.split(".", 1)[1]
     if not hasattr(ml_dtypes, attr):
         raise TypeError(f"{dt} needs ml_dtypes.{attr}, which this ml_dtypes version lacks")
-    return np.dtype(getattr(ml_dtypes, attr))
+    found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, attr))
+    return found
 
 
 _BIT_DTYPES: dict[builtins.int, np.dtype[Any]] = {

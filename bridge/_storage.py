@@ -69,7 +69,7 @@ def _allocate(nbytes: int, zeroed: bool) -> tuple[int, Any, np.ndarray[Any, Any]
 class _FileMapping:
     """Owner of a file-backed mapping; the mmap closes when the last view lets go."""
 
-    __slots__ = ("mmap", "pin", "path")
+    __slots__ = ("mmap", "path", "pin")
 
     def __init__(self, mm: mmap.mmap, path: str) -> None:
         self.mmap = mm
@@ -85,11 +85,11 @@ class _SharedMemoryBlock:
     itself lives as long as any view does.
     """
 
-    __slots__ = ("name", "mmap", "pin", "__weakref__")
+    __slots__ = ("__weakref__", "mmap", "name", "pin")
 
     def __init__(self, nbytes: int) -> None:
         try:
-            import _posixshmem
+            import _posixshmem  # type: ignore[import-not-found]
         except ImportError:
             raise RuntimeError("POSIX shared memory is not available on this platform") from None
         self.name = "/bridge_" + secrets.token_hex(8)
@@ -104,7 +104,7 @@ class _SharedMemoryBlock:
 
 
 def _shm_unlink(name: str) -> None:
-    import _posixshmem
+    import _posixshmem  # type: ignore[import-not-found]
 
     try:
         _posixshmem.shm_unlink(name)
@@ -125,16 +125,16 @@ class UntypedStorage:
     """
 
     __slots__ = (
-        "_ptr",
-        "_nbytes",
+        "__weakref__",
         "_device",
-        "_owner",
+        "_filename",
+        "_nbytes",
         "_np",
+        "_owner",
+        "_ptr",
         "_readonly",
         "_resizable",
-        "_filename",
         "_shared",
-        "__weakref__",
     )
 
     _ptr: int
@@ -519,13 +519,14 @@ def _as_device(spec: Any) -> device:
     return spec if isinstance(spec, device) else device(spec)
 
 
-def _byte_values(value: Any) -> Any:
+def _byte_values(value: Any) -> np.ndarray[Any, Any]:
     arr = np.asarray(value)
     if arr.dtype.kind not in "iub":
         raise TypeError(f"storage bytes must be integers in 0..255, got {value!r}")
     if arr.size and (arr.min() < 0 or arr.max() > 255):
         raise ValueError(f"byte values must be in 0..255, got {value!r}")
-    return arr.astype(_U8, copy=False)
+    out: np.ndarray[Any, Any] = arr.astype(_U8, copy=False)
+    return out
 
 
 def _bytes_from_sequence(seq: Any) -> np.ndarray[Any, Any]:

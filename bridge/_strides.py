@@ -9,14 +9,14 @@ TypeError for arguments of the wrong kind.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 Shape = tuple[int, ...]
 Strides = tuple[int, ...]
 
 
-def prod(shape: Sequence[int]) -> int:
+def prod(shape: Iterable[int]) -> int:
     """Product of the sizes (1 for a 0-d shape)."""
     n = 1
     for s in shape:

@@ -36,6 +36,7 @@ __all__ = [
 _Bool = builtins.bool
 _Int = builtins.int
 _Float = builtins.float
+_DType = dtype  # inside Tensor, `dtype` names the property
 
 
 class memory_format:
@@ -78,7 +79,7 @@ class Tensor:
     ValueError; reading memory that is not host-accessible raises RuntimeError.
     """
 
-    __slots__ = ("_storage", "_dtype", "_shape", "_strides", "_offset", "__weakref__")
+    __slots__ = ("__weakref__", "_dtype", "_offset", "_shape", "_storage", "_strides")
 
     _storage: UntypedStorage
     _dtype: dtype
@@ -290,7 +291,7 @@ class Tensor:
             )
         return self._view(new_shape, strides, self._offset)
 
-    def _view_dtype(self, new: dtype) -> Tensor:
+    def _view_dtype(self, new: _DType) -> Tensor:
         old = self._dtype
         if new.itemsize == old.itemsize:
             return Tensor._make(self._storage, new, self._shape, self._strides, self._offset)
@@ -629,13 +630,14 @@ class Tensor:
             buf = storage._host_array()
         isz = self._dtype.itemsize
         np_dt = self._dtype.bit_numpy_dtype if bits else self._dtype.numpy_dtype
-        return np.ndarray(
+        view: np.ndarray[Any, Any] = np.ndarray(
             self._shape,
             np_dt,
             buffer=buf,
             offset=self._offset * isz,
             strides=tuple(s * isz for s in self._strides),
         )
+        return view
 
     def contiguous(self, memory_format: memory_format = contiguous_format) -> Tensor:
         """This tensor if it is already contiguous in ``memory_format``, else a copy that is."""
@@ -830,9 +832,11 @@ class Tensor:
         if dtype is not None and np.dtype(dtype) != arr.dtype:
             if copy is False:
                 raise ValueError(f"converting {self._dtype} to {np.dtype(dtype)} needs a copy, but copy=False")
-            return arr.astype(dtype)
+            cast: np.ndarray[Any, Any] = arr.astype(dtype)
+            return cast
         if copy:
-            return arr.copy()
+            dup: np.ndarray[Any, Any] = arr.copy()
+            return dup
         return arr
 
     # ---------------------------------------------------------------- repr
@@ -974,8 +978,10 @@ def _format_values(arr: np.ndarray[Any, Any]) -> str:
 
     else:
         fmt = str
-    width = max((len(fmt(x)) for x in sample.flat), default=0)
-    return np.array2string(
+    # As PyTorch: nan/inf do not widen the columns.
+    finite = sample[np.isfinite(sample)] if kind in "fc" else sample
+    width = max((len(fmt(x)) for x in finite.flat), default=0)
+    text = np.array2string(
         arr,
         max_line_width=80,
         separator=", ",
@@ -984,3 +990,5 @@ def _format_values(arr: np.ndarray[Any, Any]) -> str:
         edgeitems=3,
         formatter={"all": lambda x: fmt(x).rjust(width)},
     )
+    # PyTorch marks an elided run in a row with " ..." (one space wider than NumPy).
+    return text.replace(", ..., ", ",  ..., ") if summarize else text

@@ -1,0 +1,275 @@
+"""UntypedStorage: allocation, foreign memory, files, shared memory, lifetimes."""
+
+from __future__ import annotations
+
+import array
+import gc
+import mmap
+import os
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import UntypedStorage
+
+
+def test_allocation_is_aligned_and_sized():
+    for n in (0, 1, 63, 64, 1000, 1 << 20):
+        s = UntypedStorage(n)
+        assert s.nbytes() == s.size() == len(s) == n
+        assert s.data_ptr() % 64 == 0
+        assert s.device == bridge.device("cpu") and not s.is_cuda
+        assert s.resizable() and not s.is_shared() and not s.is_readonly
+        assert s.element_size() == 1
+
+
+def test_sequence_constructor_copies():
+    s = UntypedStorage([1, 2, 255])
+    assert s.tolist() == [1, 2, 255]
+    assert UntypedStorage(b"ab").tolist() == [97, 98]
+
+
+def test_bad_sizes_and_values():
+    with pytest.raises(ValueError, match="non-negative"):
+        UntypedStorage(-1)
+    with pytest.raises(ValueError, match=r"0\.\.255"):
+        UntypedStorage([256])
+    with pytest.raises(TypeError):
+        UntypedStorage(1.5)
+    with pytest.raises(RuntimeError, match="only CPU"):
+        UntypedStorage(4, device="cuda")
+    with pytest.raises(ValueError):
+        UntypedStorage(4, device="nonsense")
+
+
+def test_getitem_setitem_fill_tolist():
+    s = UntypedStorage(4).fill_(7)
+    assert s.tolist() == [7, 7, 7, 7]
+    s[1] = 9
+    s[-1] = 3
+    assert s[1] == 9 and s[3] == 3 and s[-4] == 7
+    with pytest.raises(IndexError):
+        s[4]
+    with pytest.raises(IndexError):
+        s[4] = 1
+    with pytest.raises(ValueError):
+        s.fill_(300)
+
+
+def test_slice_is_a_view():
+    s = UntypedStorage(8).fill_(0)
+    v = s[2:5]
+    assert v.nbytes() == 3 and v.data_ptr() == s.data_ptr() + 2
+    v.fill_(5)
+    assert s.tolist() == [0, 0, 5, 5, 5, 0, 0, 0]
+    assert not v.resizable()
+    with pytest.raises(ValueError, match="step 1"):
+        s[::2]
+
+
+def test_clone_and_copy():
+    s = UntypedStorage([1, 2, 3])
+    c = s.clone()
+    assert c.tolist() == [1, 2, 3] and c.data_ptr() != s.data_ptr()
+    c.fill_(0)
+    assert s.tolist() == [1, 2, 3]
+    c.copy_(s)
+    assert c.tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="size mismatch"):
+        c.copy_(UntypedStorage(4))
+    with pytest.raises(TypeError):
+        c.copy_(b"abc")
+
+
+def test_resize_keeps_prefix():
+    s = UntypedStorage([1, 2, 3])
+    t = bridge.tensor([0], dtype=bridge.uint8)
+    t.set_(s)
+    s.resize_(5)
+    assert s.nbytes() == 5 and s.tolist()[:3] == [1, 2, 3]
+    assert t.untyped_storage() is s
+    s.resize_(2)
+    assert s.tolist() == [1, 2]
+    with pytest.raises(ValueError):
+        s.resize_(-1)
+
+
+def test_resize_of_foreign_storage_raises():
+    s = UntypedStorage.from_buffer(bytearray(4))
+    with pytest.raises(ValueError, match="did not allocate"):
+        s.resize_(8)
+
+
+def test_byteswap():
+    t = bridge.tensor([1, 256], dtype=bridge.int16)
+    t.untyped_storage().byteswap(bridge.int16)
+    assert t.tolist() == [256, 1]
+    c = bridge.tensor([1 + 2j], dtype=bridge.complex64)
+    c.untyped_storage().byteswap(bridge.complex64)
+    c.untyped_storage().byteswap(bridge.float32)
+    assert c.tolist() == [1 + 2j]
+    with pytest.raises(ValueError, match="whole number"):
+        UntypedStorage(3).byteswap(bridge.int16)
+
+
+def test_repr_like_torch():
+    s = UntypedStorage([1, 2])
+    assert repr(s) == " 1\n 2\n[bridge.UntypedStorage(device=cpu) of size 2]"
+
+
+class TestFromBuffer:
+    def test_bytearray_is_shared_and_writable(self):
+        buf = bytearray(b"abcd")
+        s = UntypedStorage.from_buffer(buf)
+        assert not s.is_readonly and s.owner is buf
+        s[0] = ord("z")
+        assert buf == bytearray(b"zbcd")
+
+    def test_bytes_stay_read_only(self):
+        s = UntypedStorage.from_buffer(b"abcd")
+        assert s.is_readonly
+        with pytest.raises(ValueError, match="read-only"):
+            s[0] = 1
+        with pytest.raises(ValueError, match="read-only"):
+            s.fill_(0)
+        t = bridge.tensor([0], dtype=bridge.uint8).set_(s)
+        with pytest.raises(ValueError, match="read-only"):
+            t.fill_(1)
+        assert not t.numpy().flags.writeable
+
+    def test_offset_and_count(self):
+        buf = bytearray(range(10))
+        s = UntypedStorage.from_buffer(buf, offset=2, count=3)
+        assert s.tolist() == [2, 3, 4]
+        with pytest.raises(ValueError, match="exceeds"):
+            UntypedStorage.from_buffer(buf, offset=8, count=5)
+        with pytest.raises(ValueError, match="outside"):
+            UntypedStorage.from_buffer(buf, offset=11)
+
+    def test_other_exporters(self):
+        a = array.array("i", [1, 2, 3])
+        s = UntypedStorage.from_buffer(a)
+        assert s.nbytes() == 12
+        t = bridge.tensor([0], dtype=bridge.int32).set_(s)
+        t[0] = 7
+        assert a[0] == 7
+        arr = np.arange(4, dtype=np.float64)
+        assert UntypedStorage.from_buffer(arr).data_ptr() == arr.ctypes.data
+
+    def test_keeps_buffer_alive(self):
+        class Buf(bytearray):
+            pass
+
+        buf = Buf(16)
+        ref = weakref.ref(buf)
+        s = UntypedStorage.from_buffer(buf)
+        del buf
+        gc.collect()
+        assert ref() is not None
+        del s
+        gc.collect()
+        assert ref() is None
+
+    def test_rejects_non_buffers_and_strided(self):
+        with pytest.raises(TypeError, match="buffer protocol"):
+            UntypedStorage.from_buffer([1, 2, 3])
+        strided = memoryview(bytearray(8))[::2]
+        with pytest.raises(ValueError, match="C-contiguous"):
+            UntypedStorage.from_buffer(strided)
+
+
+class TestFromFile:
+    def test_private_mapping_never_writes_the_file(self, tmp_path):
+        p = tmp_path / "data.bin"
+        p.write_bytes(bytes(range(8)))
+        s = UntypedStorage.from_file(str(p), shared=False)
+        assert s.nbytes() == 8 and s.filename == str(p) and not s.is_shared()
+        s[0] = 99
+        assert s[0] == 99
+        del s
+        gc.collect()
+        assert p.read_bytes() == bytes(range(8))
+
+    def test_shared_mapping_writes_through(self, tmp_path):
+        p = tmp_path / "data.bin"
+        s = UntypedStorage.from_file(p, shared=True, size=16)
+        assert p.stat().st_size == 16 and s.is_shared()
+        t = bridge.tensor([0], dtype=bridge.float32).set_(s)
+        t.fill_(2.5)
+        del s, t
+        gc.collect()
+        assert np.fromfile(p, dtype=np.float32).tolist() == [2.5] * 4
+
+    def test_size_checks(self, tmp_path):
+        p = tmp_path / "small.bin"
+        p.write_bytes(b"ab")
+        with pytest.raises(ValueError, match="fewer than"):
+            UntypedStorage.from_file(p, shared=False, size=10)
+        with pytest.raises(ValueError, match="non-negative"):
+            UntypedStorage.from_file(p, size=-1)
+        with pytest.raises(FileNotFoundError):
+            UntypedStorage.from_file(tmp_path / "missing.bin")
+        empty = tmp_path / "empty.bin"
+        empty.write_bytes(b"")
+        assert UntypedStorage.from_file(empty).nbytes() == 0
+
+    def test_read_only_file_maps_privately(self, tmp_path):
+        p = tmp_path / "ro.bin"
+        p.write_bytes(b"\x01\x02")
+        os.chmod(p, 0o444)
+        s = UntypedStorage.from_file(p)
+        s[0] = 5
+        assert p.read_bytes() == b"\x01\x02"
+
+
+class TestSharedMemory:
+    def test_share_memory_moves_data(self):
+        t = bridge.arange(10, dtype=bridge.int32)
+        s = t.untyped_storage()
+        before = s.data_ptr()
+        assert s.share_memory_() is s and s.is_shared()
+        assert s.data_ptr() != before
+        assert t.tolist() == list(range(10))
+        assert s.share_memory_() is s  # no-op the second time
+        assert not s.resizable()
+
+    def test_block_is_mode_0600_and_unlinked_when_released(self):
+        s = UntypedStorage(32).share_memory_()
+        name = s.owner.name
+        path = "/dev/shm" + name
+        if not os.path.exists(path):
+            pytest.skip("POSIX shared memory is not visible under /dev/shm here")
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        view = bridge.tensor([0], dtype=bridge.uint8).set_(s).numpy()
+        del s
+        gc.collect()
+        assert os.path.exists(path)  # a NumPy view still holds the block
+        del view
+        gc.collect()
+        assert not os.path.exists(path)
+
+    def test_another_process_sees_writes(self):
+        s = UntypedStorage(8).fill_(0).share_memory_()
+        code = (
+            "import mmap, sys, _posixshmem, os\n"
+            "fd = _posixshmem.shm_open(sys.argv[1], os.O_RDWR, mode=0o600)\n"
+            "m = mmap.mmap(fd, 8); m[0] = 42; m.close(); os.close(fd)\n"
+        )
+        subprocess.run([sys.executable, "-c", code, s.owner.name], check=True)
+        assert s[0] == 42
+
+    def test_foreign_storage_refuses_to_move(self):
+        s = UntypedStorage.from_buffer(bytearray(8))
+        with pytest.raises(ValueError, match="clone"):
+            s.share_memory_()
+
+
+def test_mmap_buffer_storage():
+    m = mmap.mmap(-1, 16)
+    s = UntypedStorage.from_buffer(m)
+    s[3] = 1
+    assert m[3] == 1
