@@ -5,6 +5,7 @@ The core is a strided tensor with PyTorch's storage model: an
 :class:`Tensor` objects (dtype, shape, strides and offset in elements).
 """
 
+from bridge._asarray import asarray
 from bridge._device import device
 from bridge._dtypes import (
     all_dtypes,
@@ -71,6 +72,7 @@ from bridge._tensor import (
     memory_format,
     preserve_format,
 )
+from bridge.dlpack import from_dlpack, to_dlpack
 
 __version__ = "0.1.0"
 
@@ -79,6 +81,7 @@ __all__ = [
     "UntypedStorage",
     "all_dtypes",
     "arange",
+    "asarray",
     "as_strided",
     "bfloat16",
     "bool",
@@ -111,6 +114,7 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "from_dlpack",
     "full",
     "full_like",
     "get_dtype",
@@ -129,6 +133,7 @@ __all__ = [
     "result_type",
     "short",
     "tensor",
+    "to_dlpack",
     "uint8",
     "uint16",
     "uint32",

@@ -62,7 +62,7 @@ def _allocate(nbytes: int, zeroed: bool) -> tuple[int, Any, np.ndarray[Any, Any]
     if raw == ffi.NULL:
         raise MemoryError(f"cannot allocate {nbytes} bytes")
     owner = ffi.gc(raw, lib.bridge_aligned_free, size=nbytes)
-    arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=_U8) if nbytes else np.empty(0, _U8)
+    arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=_U8)
     return _address(raw), owner, arr
 
 
@@ -127,6 +127,7 @@ class UntypedStorage:
     __slots__ = (
         "__weakref__",
         "_device",
+        "_dldev",
         "_filename",
         "_nbytes",
         "_np",
@@ -140,6 +141,7 @@ class UntypedStorage:
     _ptr: int
     _nbytes: int
     _device: device
+    _dldev: tuple[int, int]  # (DLDeviceType, device_id), read by the C export path
     _owner: Any
     _np: np.ndarray[Any, Any] | None
     _readonly: bool
@@ -183,6 +185,7 @@ class UntypedStorage:
         self._ptr = ptr
         self._nbytes = nbytes
         self._device = dev
+        self._dldev = dev.to_dlpack()
         self._owner = owner
         self._np = arr
         self._readonly = readonly
@@ -250,7 +253,7 @@ class UntypedStorage:
             )
         full = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=_U8)
         arr = full[offset : offset + count]
-        ptr = arr.__array_interface__["data"][0] if count else 0
+        ptr = arr.__array_interface__["data"][0]
         self = object.__new__(cls)
         self._init(ptr, count, CPU, buffer, arr, readonly=mv.readonly)
         return self

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,13 +79,20 @@ class Tensor:
     ValueError; reading memory that is not host-accessible raises RuntimeError.
     """
 
-    __slots__ = ("__weakref__", "_dtype", "_offset", "_shape", "_storage", "_strides")
+    __slots__ = ("__weakref__", "_dlmeta", "_dtype", "_offset", "_shape", "_storage", "_strides")
 
     _storage: UntypedStorage
     _dtype: dtype
     _shape: tuple[_Int, ...]
     _strides: tuple[_Int, ...]
     _offset: _Int
+    _dlmeta: bytes | None  # packed int64 shape+strides for the C exchange API (lazy)
+
+    # Protocol methods installed by the interop modules (bridge.dlpack, ...),
+    # so that the core imports none of them.
+    __dlpack__: Callable[..., Any]
+    __dlpack_device__: Callable[..., tuple[_Int, _Int]]
+    __dlpack_c_exchange_api__: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -607,6 +614,7 @@ class Tensor:
         return self
 
     def _assign(self, other: Tensor) -> None:
+        self._dlmeta = None
         self._storage = other._storage
         self._dtype = other._dtype
         self._shape = other._shape

@@ -587,72 +587,82 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 25), // int()(DLDeviceType, int32_t, void * *)
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLDeviceType, int32_t, void * *)
 /*  1 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
 /*  2 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
 /*  3 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // void * *
 /*  4 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  5 */ _CFFI_OP(_CFFI_OP_FUNCTION, 25), // int()(DLManagedTensorVersioned *, void * *)
-/*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 45), // DLManagedTensorVersioned *
+/*  5 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLManagedTensorVersioned *, void * *)
+/*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 55), // DLManagedTensorVersioned *
 /*  7 */ _CFFI_OP(_CFFI_OP_NOOP, 3),
 /*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  9 */ _CFFI_OP(_CFFI_OP_FUNCTION, 25), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 10 */ _CFFI_OP(_CFFI_OP_POINTER, 50), // DLTensor *
+/*  9 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 10 */ _CFFI_OP(_CFFI_OP_POINTER, 60), // DLTensor *
 /* 11 */ _CFFI_OP(_CFFI_OP_POINTER, 6), // DLManagedTensorVersioned * *
-/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 65), // void *
-/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 36), // void(*)(void *, char const *, char const *)
+/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // void *
+/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(void *, char const *, char const *)
 /* 14 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 15 */ _CFFI_OP(_CFFI_OP_FUNCTION, 25), // int()(void *, DLManagedTensorVersioned * *)
-/* 16 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 17 */ _CFFI_OP(_CFFI_OP_NOOP, 11),
-/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 19 */ _CFFI_OP(_CFFI_OP_FUNCTION, 25), // int()(void *, DLTensor *)
-/* 20 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 21 */ _CFFI_OP(_CFFI_OP_NOOP, 10),
-/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 23 */ _CFFI_OP(_CFFI_OP_FUNCTION, 12), // void *()(size_t, int)
-/* 24 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 25 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
-/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 27 */ _CFFI_OP(_CFFI_OP_FUNCTION, 65), // void()(DLManagedTensor *)
-/* 28 */ _CFFI_OP(_CFFI_OP_POINTER, 44), // DLManagedTensor *
+/* 15 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(uintptr_t)
+/* 16 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 26), // uintptr_t
+/* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, DLManagedTensorVersioned * *)
+/* 19 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 20 */ _CFFI_OP(_CFFI_OP_NOOP, 11),
+/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, DLTensor *)
+/* 23 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 24 */ _CFFI_OP(_CFFI_OP_NOOP, 10),
+/* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, int)
+/* 27 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 28 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
 /* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION, 65), // void()(DLManagedTensorVersioned *)
-/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
-/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION, 65), // void()(void *)
-/* 34 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION, 65), // void()(void *, char const *, char const *)
-/* 37 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 38 */ _CFFI_OP(_CFFI_OP_POINTER, 51), // char const *
-/* 39 */ _CFFI_OP(_CFFI_OP_NOOP, 38),
-/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 41 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 42 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 43 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 44 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // DLManagedTensor
-/* 45 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // DLManagedTensorVersioned
-/* 46 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // DLPackExchangeAPI
-/* 47 */ _CFFI_OP(_CFFI_OP_POINTER, 48), // DLPackExchangeAPIHeader *
-/* 48 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // DLPackExchangeAPIHeader
-/* 49 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 50 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 51 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 52 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // int(*)(DLDeviceType, int32_t, void * *)
-/* 53 */ _CFFI_OP(_CFFI_OP_POINTER, 5), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 54 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 55 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 56 */ _CFFI_OP(_CFFI_OP_POINTER, 19), // int(*)(void *, DLTensor *)
-/* 57 */ _CFFI_OP(_CFFI_OP_POINTER, 58), // int64_t *
-/* 58 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 59 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 60 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 61 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 62 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 63 */ _CFFI_OP(_CFFI_OP_POINTER, 27), // void(*)(DLManagedTensor *)
-/* 64 */ _CFFI_OP(_CFFI_OP_POINTER, 30), // void(*)(DLManagedTensorVersioned *)
-/* 65 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION, 12), // void *()(size_t, int)
+/* 31 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 32 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 34 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(DLManagedTensor *)
+/* 35 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // DLManagedTensor *
+/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(DLManagedTensorVersioned *)
+/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
+/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(uint64_t *)
+/* 41 */ _CFFI_OP(_CFFI_OP_POINTER, 71), // uint64_t *
+/* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(void *)
+/* 44 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(void *, char const *, char const *)
+/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 48 */ _CFFI_OP(_CFFI_OP_POINTER, 61), // char const *
+/* 49 */ _CFFI_OP(_CFFI_OP_NOOP, 48),
+/* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 51 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 52 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 53 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 54 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // DLManagedTensor
+/* 55 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // DLManagedTensorVersioned
+/* 56 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // DLPackExchangeAPI
+/* 57 */ _CFFI_OP(_CFFI_OP_POINTER, 58), // DLPackExchangeAPIHeader *
+/* 58 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // DLPackExchangeAPIHeader
+/* 59 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 60 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 61 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 62 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // int(*)(DLDeviceType, int32_t, void * *)
+/* 63 */ _CFFI_OP(_CFFI_OP_POINTER, 5), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 64 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 65 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 66 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(void *, DLTensor *)
+/* 67 */ _CFFI_OP(_CFFI_OP_POINTER, 68), // int64_t *
+/* 68 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 69 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 70 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 71 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 72 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 73 */ _CFFI_OP(_CFFI_OP_POINTER, 34), // void(*)(DLManagedTensor *)
+/* 74 */ _CFFI_OP(_CFFI_OP_POINTER, 37), // void(*)(DLManagedTensorVersioned *)
+/* 75 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -1015,10 +1025,205 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
 #  define _cffi_f_bridge_aligned_free _cffi_d_bridge_aligned_free
 #endif
 
+static int _cffi_d_bridge_call_deleter_in_thread(void * x0, int x1)
+{
+  return bridge_call_deleter_in_thread(x0, x1);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_call_deleter_in_thread(PyObject *self, PyObject *args)
+{
+  void * x0;
+  int x1;
+  Py_ssize_t datasize;
+  struct _cffi_freeme_s *large_args_free = NULL;
+  int result;
+  PyObject *pyresult;
+  PyObject *arg0;
+  PyObject *arg1;
+
+  if (!PyArg_UnpackTuple(args, "bridge_call_deleter_in_thread", 2, 2, &arg0, &arg1))
+    return NULL;
+
+  datasize = _cffi_prepare_pointer_call_argument(
+      _cffi_type(12), arg0, (char **)&x0);
+  if (datasize != 0) {
+    x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
+    if (_cffi_convert_array_argument(_cffi_type(12), arg0, (char **)&x0,
+            datasize, &large_args_free) < 0)
+      return NULL;
+  }
+
+  x1 = _cffi_to_c_int(arg1, int);
+  if (x1 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_call_deleter_in_thread(x0, x1); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_call_deleter_in_thread _cffi_d_bridge_call_deleter_in_thread
+#endif
+
+static int _cffi_d_bridge_install(uintptr_t x0)
+{
+  return bridge_install(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_install(PyObject *self, PyObject *arg0)
+{
+  uintptr_t x0;
+  int result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, uintptr_t);
+  if (x0 == (uintptr_t)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_install(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_install _cffi_d_bridge_install
+#endif
+
+static void _cffi_d_bridge_stats(uint64_t * x0)
+{
+  bridge_stats(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_stats(PyObject *self, PyObject *arg0)
+{
+  uint64_t * x0;
+  Py_ssize_t datasize;
+  struct _cffi_freeme_s *large_args_free = NULL;
+
+  datasize = _cffi_prepare_pointer_call_argument(
+      _cffi_type(41), arg0, (char **)&x0);
+  if (datasize != 0) {
+    x0 = ((size_t)datasize) <= 640 ? (uint64_t *)alloca((size_t)datasize) : NULL;
+    if (_cffi_convert_array_argument(_cffi_type(41), arg0, (char **)&x0,
+            datasize, &large_args_free) < 0)
+      return NULL;
+  }
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { bridge_stats(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+#else
+#  define _cffi_f_bridge_stats _cffi_d_bridge_stats
+#endif
+
+static void _cffi_d_bridge_test_deleter(DLManagedTensor * x0)
+{
+  bridge_test_deleter(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_test_deleter(PyObject *self, PyObject *arg0)
+{
+  DLManagedTensor * x0;
+  Py_ssize_t datasize;
+  struct _cffi_freeme_s *large_args_free = NULL;
+
+  datasize = _cffi_prepare_pointer_call_argument(
+      _cffi_type(35), arg0, (char **)&x0);
+  if (datasize != 0) {
+    x0 = ((size_t)datasize) <= 640 ? (DLManagedTensor *)alloca((size_t)datasize) : NULL;
+    if (_cffi_convert_array_argument(_cffi_type(35), arg0, (char **)&x0,
+            datasize, &large_args_free) < 0)
+      return NULL;
+  }
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { bridge_test_deleter(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+#else
+#  define _cffi_f_bridge_test_deleter _cffi_d_bridge_test_deleter
+#endif
+
+static void _cffi_d_bridge_test_deleter_versioned(DLManagedTensorVersioned * x0)
+{
+  bridge_test_deleter_versioned(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_test_deleter_versioned(PyObject *self, PyObject *arg0)
+{
+  DLManagedTensorVersioned * x0;
+  Py_ssize_t datasize;
+  struct _cffi_freeme_s *large_args_free = NULL;
+
+  datasize = _cffi_prepare_pointer_call_argument(
+      _cffi_type(6), arg0, (char **)&x0);
+  if (datasize != 0) {
+    x0 = ((size_t)datasize) <= 640 ? (DLManagedTensorVersioned *)alloca((size_t)datasize) : NULL;
+    if (_cffi_convert_array_argument(_cffi_type(6), arg0, (char **)&x0,
+            datasize, &large_args_free) < 0)
+      return NULL;
+  }
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { bridge_test_deleter_versioned(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+#else
+#  define _cffi_f_bridge_test_deleter_versioned _cffi_d_bridge_test_deleter_versioned
+#endif
+
 static int _cffi_const_BRIDGE_ALIGNMENT(unsigned long long *o)
 {
   int n = (BRIDGE_ALIGNMENT) <= 0;
   *o = (unsigned long long)((BRIDGE_ALIGNMENT) | 0);  /* check that BRIDGE_ALIGNMENT is an integer */
+  if (!_cffi_check_int(*o, n, 64U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_BRIDGE_MAX_NDIM(unsigned long long *o)
+{
+  int n = (BRIDGE_MAX_NDIM) <= 0;
+  *o = (unsigned long long)((BRIDGE_MAX_NDIM) | 0);  /* check that BRIDGE_MAX_NDIM is an integer */
   if (!_cffi_check_int(*o, n, 64U))
     n |= 2;
   return n;
@@ -1119,13 +1324,19 @@ struct _cffi_align__DLPackExchangeAPIHeader { char x; DLPackExchangeAPIHeader y;
 
 static const struct _cffi_global_s _cffi_globals[] = {
   { "BRIDGE_ALIGNMENT", (void *)_cffi_const_BRIDGE_ALIGNMENT, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "BRIDGE_MAX_NDIM", (void *)_cffi_const_BRIDGE_MAX_NDIM, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_IS_COPIED", (void *)_cffi_const_DLPACK_FLAG_BITMASK_IS_COPIED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED", (void *)_cffi_const_DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 23), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 33), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 30), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 43), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_call_deleter_in_thread", (void *)_cffi_f_bridge_call_deleter_in_thread, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 26), (void *)_cffi_d_bridge_call_deleter_in_thread },
+  { "bridge_install", (void *)_cffi_f_bridge_install, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 15), (void *)_cffi_d_bridge_install },
+  { "bridge_stats", (void *)_cffi_f_bridge_stats, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 40), (void *)_cffi_d_bridge_stats },
+  { "bridge_test_deleter", (void *)_cffi_f_bridge_test_deleter, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 34), (void *)_cffi_d_bridge_test_deleter },
+  { "bridge_test_deleter_versioned", (void *)_cffi_f_bridge_test_deleter_versioned, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 37), (void *)_cffi_d_bridge_test_deleter_versioned },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1165,13 +1376,13 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 62) },
+            _CFFI_OP(_CFFI_OP_NOOP, 72) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 62) },
+            _CFFI_OP(_CFFI_OP_NOOP, 72) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 59) },
+             _CFFI_OP(_CFFI_OP_NOOP, 69) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
                    _CFFI_OP(_CFFI_OP_NOOP, 1) },
@@ -1180,102 +1391,102 @@ static const struct _cffi_field_s _cffi_fields[] = {
                  _CFFI_OP(_CFFI_OP_NOOP, 2) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 60) },
+             _CFFI_OP(_CFFI_OP_NOOP, 70) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 60) },
+             _CFFI_OP(_CFFI_OP_NOOP, 70) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
             _CFFI_OP(_CFFI_OP_NOOP, 12) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 43) },
+              _CFFI_OP(_CFFI_OP_NOOP, 53) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
             _CFFI_OP(_CFFI_OP_NOOP, 2) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 41) },
+             _CFFI_OP(_CFFI_OP_NOOP, 51) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 57) },
+             _CFFI_OP(_CFFI_OP_NOOP, 67) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 57) },
+               _CFFI_OP(_CFFI_OP_NOOP, 67) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 61) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 71) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 50) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 60) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 12) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 63) },
+               _CFFI_OP(_CFFI_OP_NOOP, 73) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 49) },
+               _CFFI_OP(_CFFI_OP_NOOP, 59) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 12) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 64) },
+               _CFFI_OP(_CFFI_OP_NOOP, 74) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 61) },
+             _CFFI_OP(_CFFI_OP_NOOP, 71) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 50) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 60) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 48) },
+              _CFFI_OP(_CFFI_OP_NOOP, 58) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 54) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 64) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 55) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 65) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 53) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 63) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 56) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 66) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 52) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 62) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 49) },
+               _CFFI_OP(_CFFI_OP_NOOP, 59) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 47) },
+                _CFFI_OP(_CFFI_OP_NOOP, 57) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 41, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 51, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 43, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 53, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 49, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 59, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 50, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 60, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "DLManagedTensor", 44, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensor", 54, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 14, 3 },
-  { "DLManagedTensorVersioned", 45, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensorVersioned", 55, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 17, 5 },
-  { "DLPackExchangeAPI", 46, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPI", 56, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 22, 6 },
-  { "DLPackExchangeAPIHeader", 48, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPIHeader", 58, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 28, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 42, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 52, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
@@ -1285,21 +1496,21 @@ static const struct _cffi_enum_s _cffi_enums[] = {
 };
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
-  { "DLDataType", 41 },
-  { "DLDataTypeCode", 42 },
-  { "DLDevice", 43 },
+  { "DLDataType", 51 },
+  { "DLDataTypeCode", 52 },
+  { "DLDevice", 53 },
   { "DLDeviceType", 1 },
-  { "DLManagedTensor", 44 },
-  { "DLManagedTensorVersioned", 45 },
-  { "DLPackCurrentWorkStream", 52 },
-  { "DLPackDLTensorFromPyObjectNoSync", 56 },
-  { "DLPackExchangeAPI", 46 },
-  { "DLPackExchangeAPIHeader", 48 },
-  { "DLPackManagedTensorAllocator", 54 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 55 },
-  { "DLPackManagedTensorToPyObjectNoSync", 53 },
-  { "DLPackVersion", 49 },
-  { "DLTensor", 50 },
+  { "DLManagedTensor", 54 },
+  { "DLManagedTensorVersioned", 55 },
+  { "DLPackCurrentWorkStream", 62 },
+  { "DLPackDLTensorFromPyObjectNoSync", 66 },
+  { "DLPackExchangeAPI", 56 },
+  { "DLPackExchangeAPIHeader", 58 },
+  { "DLPackManagedTensorAllocator", 64 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 65 },
+  { "DLPackManagedTensorToPyObjectNoSync", 63 },
+  { "DLPackVersion", 59 },
+  { "DLTensor", 60 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1309,12 +1520,12 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_struct_unions,
   _cffi_enums,
   _cffi_typenames,
-  42,  /* num_globals */
+  48,  /* num_globals */
   8,  /* num_struct_unions */
   2,  /* num_enums */
   15,  /* num_typenames */
   NULL,  /* no includes */
-  66,  /* num_types */
+  76,  /* num_types */
   0,  /* flags */
 };
 

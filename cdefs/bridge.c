@@ -1,6 +1,15 @@
-/* C half of dlpack-bridge: memory helpers, and later the DLPack deleters and
- * capsule destructors, which must run without Python's help. */
+/* C half of dlpack-bridge: memory helpers, the DLPack deleters and capsule
+ * destructors, the export/import hot paths and the DLPack C exchange API.
+ *
+ * Everything that touches Python objects runs with the GIL: cffi releases the
+ * GIL around `lib` calls, so bridge_install takes it itself, and the fast
+ * paths it installs are ordinary CPython builtins (METH_FASTCALL), called with
+ * the GIL held and with no cffi conversion on the way. */
 
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +32,11 @@ _Static_assert(offsetof(DLManagedTensorVersioned, flags) == 24, "versioned flags
 _Static_assert(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "versioned dl_tensor");
 _Static_assert(sizeof(DLManagedTensorVersioned) == 80, "versioned size");
 #endif
+/* The shape/strides arrays follow the struct in the same allocation. */
+_Static_assert(sizeof(DLManagedTensor) % sizeof(int64_t) == 0, "dims alignment");
+_Static_assert(sizeof(DLManagedTensorVersioned) % sizeof(int64_t) == 0, "dims alignment");
+
+/* ------------------------------------------------------------------ memory */
 
 /* The raw pointer is stored in the word just below the aligned block, so the
  * zeroed path can use calloc (lazily zeroed pages for large blocks) instead of
@@ -40,4 +54,990 @@ void *bridge_aligned_alloc(size_t nbytes, int zeroed) {
 
 void bridge_aligned_free(void *ptr) {
   if (ptr != NULL) free(((void **)ptr)[-1]);
+}
+
+/* ---------------------------------------------------------------- counters */
+
+static uint64_t n_exports, n_export_deleters, n_imports, n_import_releases, n_test_deleters;
+#define BUMP(c) __atomic_add_fetch(&(c), 1, __ATOMIC_RELAXED)
+
+void bridge_stats(uint64_t *out) {
+  out[0] = __atomic_load_n(&n_exports, __ATOMIC_RELAXED);
+  out[1] = __atomic_load_n(&n_export_deleters, __ATOMIC_RELAXED);
+  out[2] = __atomic_load_n(&n_imports, __ATOMIC_RELAXED);
+  out[3] = __atomic_load_n(&n_import_releases, __ATOMIC_RELAXED);
+  out[4] = __atomic_load_n(&n_test_deleters, __ATOMIC_RELAXED);
+}
+
+/* A deleter or destructor may run while an exception is being raised: keep it. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define SAVE_ERROR PyObject *saved_exc_ = PyErr_GetRaisedException()
+#define RESTORE_ERROR PyErr_SetRaisedException(saved_exc_)
+#else
+#define SAVE_ERROR                      \
+  PyObject *se_t_, *se_v_, *se_tb_;     \
+  PyErr_Fetch(&se_t_, &se_v_, &se_tb_)
+#define RESTORE_ERROR PyErr_Restore(se_t_, se_v_, se_tb_)
+#endif
+
+/* ---------------------------------------------------------------- deleters */
+
+/* Our exports: one malloc block (struct + shape + strides) whose manager_ctx
+ * is a strong reference to the storage owner. After interpreter shutdown the
+ * reference cannot be dropped safely, so the block is leaked on purpose. */
+static void release_export(void *block, void *ctx) {
+  if (!Py_IsInitialized()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  SAVE_ERROR;
+  Py_XDECREF((PyObject *)ctx);
+  free(block);
+  BUMP(n_export_deleters);
+  RESTORE_ERROR;
+  PyGILState_Release(gil);
+}
+
+static void export_deleter(DLManagedTensor *self) {
+  if (self == NULL) return;
+  void *ctx = self->manager_ctx;
+  self->manager_ctx = NULL;
+  release_export(self, ctx);
+}
+
+static void export_deleter_versioned(DLManagedTensorVersioned *self) {
+  if (self == NULL) return;
+  void *ctx = self->manager_ctx;
+  self->manager_ctx = NULL;
+  release_export(self, ctx);
+}
+
+void bridge_test_deleter(DLManagedTensor *self) {
+  (void)self;
+  BUMP(n_test_deleters);
+}
+
+void bridge_test_deleter_versioned(DLManagedTensorVersioned *self) {
+  (void)self;
+  BUMP(n_test_deleters);
+}
+
+typedef struct {
+  void *managed;
+  int versioned;
+} thread_job;
+
+static void *run_deleter(void *arg) {
+  thread_job *job = (thread_job *)arg;
+  if (job->versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)job->managed;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)job->managed;
+    if (m->deleter) m->deleter(m);
+  }
+  return NULL;
+}
+
+int bridge_call_deleter_in_thread(void *managed, int versioned) {
+  /* cffi calls this without the GIL, so the new thread can take it. */
+  thread_job job = {managed, versioned};
+  pthread_t th;
+  if (pthread_create(&th, NULL, run_deleter, &job) != 0) return -1;
+  return pthread_join(th, NULL) == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------- capsule names */
+
+static const char NAME_LEGACY[] = "dltensor";
+static const char NAME_VERSIONED[] = "dltensor_versioned";
+static const char NAME_USED_LEGACY[] = "used_dltensor";
+static const char NAME_USED_VERSIONED[] = "used_dltensor_versioned";
+static const char NAME_GUARD_LEGACY[] = "bridge.dlpack_import";
+static const char NAME_GUARD_VERSIONED[] = "bridge.dlpack_import_versioned";
+static const char NAME_API[] = "dlpack_exchange_api";
+static const char NAME_BOGUS[] = "not_a_dltensor";
+
+/* Producer side: a capsule that was never consumed still owns its tensor. */
+static void capsule_destructor(PyObject *capsule) {
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  int versioned = strcmp(name, NAME_VERSIONED) == 0;
+  if (!versioned && strcmp(name, NAME_LEGACY) != 0) return; /* used_*: the consumer owns it */
+  SAVE_ERROR;
+  void *p = PyCapsule_GetPointer(capsule, name);
+  if (p == NULL) {
+    PyErr_WriteUnraisable(capsule);
+  } else if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)p;
+    if (m->deleter) m->deleter(m);
+  }
+  RESTORE_ERROR;
+}
+
+/* Consumer side: the owner of an imported tensor. Its destructor calls the
+ * producer's deleter, exactly once, when the last bridge view lets go. */
+static void guard_destructor(PyObject *guard) {
+  const char *name = PyCapsule_GetName(guard);
+  SAVE_ERROR;
+  void *p = name ? PyCapsule_GetPointer(guard, name) : NULL;
+  if (p == NULL) {
+    PyErr_Clear();
+  } else if (strcmp(name, NAME_GUARD_VERSIONED) == 0) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)p;
+    if (m->deleter) m->deleter(m);
+  }
+  BUMP(n_import_releases);
+  RESTORE_ERROR;
+}
+
+static void call_deleter(void *p, int versioned) {
+  if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)p;
+    if (m->deleter) m->deleter(m);
+  }
+}
+
+/* ------------------------------------------------------------------ export */
+
+/* One managed tensor in a single allocation (struct, then shape, then
+ * strides); manager_ctx is a new strong reference to `owner`. Returns NULL
+ * with an exception set on bad input. */
+static void *build_managed(PyObject *owner, void *data, int dev_type, int dev_id, int code,
+                           int bits, PyObject *shape, PyObject *strides, uint64_t flags,
+                           int versioned) {
+  if (!PyTuple_Check(shape) || !PyTuple_Check(strides) ||
+      PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(strides)) {
+    PyErr_SetString(PyExc_TypeError, "export: shape and strides must be tuples of equal length");
+    return NULL;
+  }
+  Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+  if (ndim > BRIDGE_MAX_NDIM) {
+    PyErr_Format(PyExc_BufferError, "cannot export a tensor of %zd dimensions", ndim);
+    return NULL;
+  }
+  size_t head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
+  char *block = (char *)malloc(head + 2 * (size_t)ndim * sizeof(int64_t));
+  if (block == NULL) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  int64_t *dims = (int64_t *)(block + head);
+  for (Py_ssize_t i = 0; i < ndim; i++) {
+    dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    dims[ndim + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+  }
+  if (PyErr_Occurred()) {
+    free(block);
+    return NULL;
+  }
+  DLTensor *t;
+  if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)block;
+    m->version.major = DLPACK_MAJOR_VERSION;
+    m->version.minor = DLPACK_MINOR_VERSION;
+    m->manager_ctx = owner;
+    m->deleter = export_deleter_versioned;
+    m->flags = flags;
+    t = &m->dl_tensor;
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)block;
+    m->manager_ctx = owner;
+    m->deleter = export_deleter;
+    t = &m->dl_tensor;
+  }
+  t->data = data;
+  t->device.device_type = (DLDeviceType)dev_type;
+  t->device.device_id = (int32_t)dev_id;
+  t->ndim = (int32_t)ndim;
+  t->dtype.code = (uint8_t)code;
+  t->dtype.bits = (uint8_t)bits;
+  t->dtype.lanes = 1;
+  t->shape = dims;
+  t->strides = dims + ndim; /* never NULL, as v1.2+ requires */
+  t->byte_offset = 0;
+  Py_INCREF(owner);
+  BUMP(n_exports);
+  return block;
+}
+
+/* The 9 export values (owner, data, device_type, device_id, code, bits,
+ * shape, strides, flags) as Python objects -> a managed tensor. */
+static void *build_managed_from(PyObject *const *a, int versioned) {
+  void *data = a[1] == Py_None ? NULL : PyLong_AsVoidPtr(a[1]);
+  long dev_type = PyLong_AsLong(a[2]);
+  long dev_id = PyLong_AsLong(a[3]);
+  long code = PyLong_AsLong(a[4]);
+  long bits = PyLong_AsLong(a[5]);
+  unsigned long long flags = PyLong_AsUnsignedLongLong(a[8]);
+  if (PyErr_Occurred()) return NULL;
+  return build_managed(a[0], data, (int)dev_type, (int)dev_id, (int)code, (int)bits, a[6], a[7],
+                       flags, versioned);
+}
+
+static PyObject *wrap_export(void *block, int versioned) {
+  if (block == NULL) return NULL;
+  PyObject *cap = PyCapsule_New(block, versioned ? NAME_VERSIONED : NAME_LEGACY, capsule_destructor);
+  if (cap == NULL) call_deleter(block, versioned);
+  return cap;
+}
+
+/* export(owner, data, device_type, device_id, code, bits, shape, strides, flags, versioned) */
+static PyObject *py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 10) {
+    PyErr_SetString(PyExc_TypeError, "export() takes 10 arguments");
+    return NULL;
+  }
+  int versioned = PyObject_IsTrue(args[9]);
+  if (versioned < 0) return NULL;
+  return wrap_export(build_managed_from(args, versioned), versioned);
+}
+
+/* ------------------------------------------------------------------ import */
+
+typedef struct {
+  PyObject *guard; /* owns the managed tensor */
+  uintptr_t start; /* lowest byte the tensor can reach */
+  int64_t nbytes;  /* bytes from start to the end of the highest element */
+  int dev_type, dev_id, code, bits;
+  PyObject *shape, *strides;
+  int64_t offset; /* in elements, from start to element [0, ..., 0] */
+  uint64_t flags;
+} parsed_t;
+
+static void parsed_clear(parsed_t *p) {
+  Py_CLEAR(p->guard);
+  Py_CLEAR(p->shape);
+  Py_CLEAR(p->strides);
+}
+
+/* Validate a managed tensor owned by `guard` and describe it in `out`, where
+ * the storage spans exactly the elements the tensor can reach (negative
+ * strides included). Returns 0, or -1 with an exception set. */
+static int parse_managed(PyObject *guard, void *p, int versioned, parsed_t *out) {
+  DLTensor *t;
+  uint64_t flags = 0;
+  int modern_strides = 0; /* producer is DLPack >= 1.2: strides must be set */
+  if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Format(PyExc_BufferError,
+                   "unsupported DLPack version %u.%u: bridge understands major version %d",
+                   m->version.major, m->version.minor, DLPACK_MAJOR_VERSION);
+      return -1;
+    }
+    flags = m->flags;
+    modern_strides = m->version.minor >= 2;
+    t = &m->dl_tensor;
+  } else {
+    t = &((DLManagedTensor *)p)->dl_tensor;
+  }
+  int32_t ndim = t->ndim;
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM) {
+    PyErr_Format(PyExc_BufferError, "DLPack tensor has invalid ndim %d (bridge accepts 0..%d)",
+                 (int)ndim, BRIDGE_MAX_NDIM);
+    return -1;
+  }
+  DLDataType dt = t->dtype;
+  if (dt.lanes != 1) {
+    PyErr_Format(PyExc_BufferError, "DLPack vector dtypes are not supported (lanes=%u)",
+                 (unsigned)dt.lanes);
+    return -1;
+  }
+  int64_t itemsize;
+  if (dt.bits != 0 && dt.bits % 8 == 0) {
+    itemsize = dt.bits / 8;
+  } else if (dt.bits != 0 && dt.bits < 8 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)) {
+    itemsize = 1;
+  } else {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack dtype (code=%u, bits=%u) is not byte-addressable (packed sub-byte "
+                 "types are not supported)",
+                 (unsigned)dt.code, (unsigned)dt.bits);
+    return -1;
+  }
+  if (ndim > 0 && t->shape == NULL) {
+    PyErr_Format(PyExc_BufferError, "DLPack tensor has ndim %d but a NULL shape", (int)ndim);
+    return -1;
+  }
+  if (ndim > 0 && t->strides == NULL && modern_strides) {
+    PyErr_SetString(PyExc_BufferError,
+                    "DLPack >= 1.2 producer gave NULL strides (only older producers may)");
+    return -1;
+  }
+  int empty = 0;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (t->shape[i] < 0) {
+      PyErr_Format(PyExc_BufferError, "DLPack tensor has negative size %lld in dim %d",
+                   (long long)t->shape[i], (int)i);
+      return -1;
+    }
+    if (t->shape[i] == 0) empty = 1;
+  }
+  PyObject *shape = PyTuple_New(ndim);
+  PyObject *strides = PyTuple_New(ndim);
+  if (shape == NULL || strides == NULL) goto fail;
+  int64_t lo = 0, hi = 0, acc = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    int64_t size = t->shape[i];
+    int64_t stride;
+    if (t->strides != NULL) {
+      stride = t->strides[i];
+    } else {
+      stride = acc;
+      if (size > 1 && __builtin_mul_overflow(acc, size, &acc)) goto overflow;
+    }
+    if (!empty && size > 1) {
+      int64_t span;
+      if (__builtin_mul_overflow(size - 1, stride, &span)) goto overflow;
+      if (span > 0 ? __builtin_add_overflow(hi, span, &hi) : __builtin_add_overflow(lo, span, &lo))
+        goto overflow;
+    }
+    PyObject *s1 = PyLong_FromLongLong(size), *s2 = PyLong_FromLongLong(stride);
+    if (s1 == NULL || s2 == NULL) {
+      Py_XDECREF(s1);
+      Py_XDECREF(s2);
+      goto fail;
+    }
+    PyTuple_SET_ITEM(shape, i, s1);
+    PyTuple_SET_ITEM(strides, i, s2);
+  }
+  uintptr_t base = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  uintptr_t start = base;
+  int64_t nbytes = 0, offset = 0;
+  if (!empty) {
+    if (t->data == NULL) {
+      PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
+      goto fail;
+    }
+    int64_t extent, lo_bytes;
+    if (__builtin_mul_overflow(hi - lo + 1, itemsize, &extent)) goto overflow;
+    if (__builtin_mul_overflow(-lo, itemsize, &lo_bytes)) goto overflow;
+    if ((uintptr_t)lo_bytes > base) goto overflow;
+    start = base - (uintptr_t)lo_bytes;
+    nbytes = extent;
+    offset = -lo;
+  }
+  BUMP(n_imports);
+  Py_INCREF(guard);
+  out->guard = guard;
+  out->start = start;
+  out->nbytes = nbytes;
+  out->dev_type = (int)t->device.device_type;
+  out->dev_id = (int)t->device.device_id;
+  out->code = (int)dt.code;
+  out->bits = (int)dt.bits;
+  out->shape = shape;
+  out->strides = strides;
+  out->offset = offset;
+  out->flags = flags;
+  return 0;
+overflow:
+  PyErr_SetString(PyExc_BufferError, "DLPack tensor's shape and strides overflow its address space");
+fail:
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  return -1;
+}
+
+/* Take ownership of a managed tensor: wrap it in a guard, then parse. On any
+ * error the guard dies at once and the producer's deleter runs. */
+static int adopt_managed(void *p, int versioned, parsed_t *out) {
+  PyObject *guard = PyCapsule_New(p, versioned ? NAME_GUARD_VERSIONED : NAME_GUARD_LEGACY,
+                                  guard_destructor);
+  if (guard == NULL) {
+    call_deleter(p, versioned);
+    return -1;
+  }
+  int rc = parse_managed(guard, p, versioned, out);
+  Py_DECREF(guard);
+  return rc;
+}
+
+static int consume_capsule(PyObject *capsule, parsed_t *out) {
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL && PyErr_Occurred()) return -1;
+  int versioned;
+  if (name != NULL && strcmp(name, NAME_VERSIONED) == 0) {
+    versioned = 1;
+  } else if (name != NULL && strcmp(name, NAME_LEGACY) == 0) {
+    versioned = 0;
+  } else if (name != NULL && (strcmp(name, NAME_USED_VERSIONED) == 0 ||
+                              strcmp(name, NAME_USED_LEGACY) == 0)) {
+    PyErr_Format(PyExc_BufferError,
+                 "this DLPack capsule was already consumed (its name is '%s'); a capsule can "
+                 "be imported once",
+                 name);
+    return -1;
+  } else {
+    PyErr_Format(PyExc_ValueError,
+                 "not a DLPack capsule: its name is '%s', expected 'dltensor' or "
+                 "'dltensor_versioned'",
+                 name ? name : "(null)");
+    return -1;
+  }
+  void *p = PyCapsule_GetPointer(capsule, name);
+  if (p == NULL) return -1;
+  /* Rename first: from here on the capsule's destructor leaves the tensor to us. */
+  if (PyCapsule_SetName(capsule, versioned ? NAME_USED_VERSIONED : NAME_USED_LEGACY) < 0) return -1;
+  return adopt_managed(p, versioned, out);
+}
+
+static int consume_exchange(PyObject *api_capsule, PyObject *obj, parsed_t *out) {
+  DLPackExchangeAPI *api = (DLPackExchangeAPI *)PyCapsule_GetPointer(api_capsule, NAME_API);
+  if (api == NULL) return -1;
+  if (api->header.version.major != DLPACK_MAJOR_VERSION ||
+      api->managed_tensor_from_py_object_no_sync == NULL) {
+    PyErr_Format(PyExc_BufferError, "unsupported DLPack exchange API version %u.%u",
+                 api->header.version.major, api->header.version.minor);
+    return -1;
+  }
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync((void *)obj, &m) != 0 || m == NULL) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_BufferError, "the producer's DLPack exchange API failed");
+    return -1;
+  }
+  return adopt_managed(m, 1, out);
+}
+
+static PyObject *parsed_to_tuple(parsed_t *p) {
+  PyObject *r = Py_BuildValue("(OKLiiiiOOLK)", p->guard, (unsigned long long)p->start,
+                              (long long)p->nbytes, p->dev_type, p->dev_id, p->code, p->bits,
+                              p->shape, p->strides, (long long)p->offset,
+                              (unsigned long long)p->flags);
+  parsed_clear(p);
+  return r;
+}
+
+/* import_capsule(capsule) -> the parsed tuple (the Python slow path). */
+static PyObject *py_import_capsule(PyObject *mod, PyObject *capsule) {
+  (void)mod;
+  if (!PyCapsule_CheckExact(capsule)) {
+    PyErr_Format(PyExc_TypeError, "expected a DLPack PyCapsule, got %.200s",
+                 Py_TYPE(capsule)->tp_name);
+    return NULL;
+  }
+  parsed_t p = {0};
+  if (consume_capsule(capsule, &p) < 0) return NULL;
+  return parsed_to_tuple(&p);
+}
+
+/* import_exchange(api_capsule, obj) -> the parsed tuple. */
+static PyObject *py_import_exchange(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "import_exchange() takes 2 arguments");
+    return NULL;
+  }
+  parsed_t p = {0};
+  if (consume_exchange(args[0], args[1], &p) < 0) return NULL;
+  return parsed_to_tuple(&p);
+}
+
+/* ------------------------------------------- direct object construction */
+
+/* Set by setup(): the core's classes, their slot descriptors, and lookups.
+ * Objects are built with tp_alloc and filled through the slot descriptors,
+ * exactly as `object.__new__` + attribute stores would, minus the bytecode. */
+static PyTypeObject *tensor_type, *storage_type;
+static PyObject *cpu_device, *dtype_map, *api_cache, *py_to_dlpack, *py_finish;
+static PyObject *t_storage, *t_dtype, *t_shape, *t_strides, *t_offset;
+static PyObject *s_ptr, *s_nbytes, *s_device, *s_dldev, *s_owner, *s_np, *s_readonly,
+    *s_resizable, *s_filename, *s_shared;
+static PyObject *d_itemsize, *d_dlpack;
+static PyObject *str_dlpack, *str_max_version, *str_api, *kw_max_version, *max_version_value,
+    *cpu_dldev;
+static PyObject *dtype_table[32][129]; /* borrowed from dtype_map, by (code, bits) */
+
+static inline int set_slot(PyObject *descr, PyObject *obj, PyObject *value) {
+  return Py_TYPE(descr)->tp_descr_set(descr, obj, value);
+}
+
+static inline PyObject *get_slot(PyObject *descr, PyObject *obj) {
+  return Py_TYPE(descr)->tp_descr_get(descr, obj, NULL);
+}
+
+/* A Storage and a Tensor for a parsed import (CPU or any device bridge has a
+ * cached object for); other devices go through the Python finisher. */
+static PyObject *parsed_to_tensor(parsed_t *p) {
+  PyObject *dt = (p->code < 32 && p->bits <= 128) ? dtype_table[p->code][p->bits] : NULL;
+  if (dt == NULL || p->dev_type != kDLCPU || p->dev_id != 0) {
+    PyObject *tup = parsed_to_tuple(p);
+    if (tup == NULL) return NULL;
+    PyObject *r = PyObject_CallOneArg(py_finish, tup);
+    Py_DECREF(tup);
+    return r;
+  }
+  PyObject *storage = NULL, *tensor = NULL, *v = NULL;
+  storage = storage_type->tp_alloc(storage_type, 0);
+  if (storage == NULL) goto fail;
+#define SET_NEW(descr, obj, expr)                               \
+  do {                                                          \
+    v = (expr);                                                 \
+    if (v == NULL || set_slot(descr, obj, v) < 0) goto fail;    \
+    Py_CLEAR(v);                                                \
+  } while (0)
+  SET_NEW(s_ptr, storage, PyLong_FromUnsignedLongLong((unsigned long long)p->start));
+  SET_NEW(s_nbytes, storage, PyLong_FromLongLong(p->nbytes));
+  if (set_slot(s_device, storage, cpu_device) < 0 || set_slot(s_dldev, storage, cpu_dldev) < 0 ||
+      set_slot(s_owner, storage, p->guard) < 0 || set_slot(s_np, storage, Py_None) < 0 ||
+      set_slot(s_readonly, storage,
+               (p->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? Py_True : Py_False) < 0 ||
+      set_slot(s_resizable, storage, Py_False) < 0 || set_slot(s_filename, storage, Py_None) < 0 ||
+      set_slot(s_shared, storage, Py_False) < 0)
+    goto fail;
+  tensor = tensor_type->tp_alloc(tensor_type, 0);
+  if (tensor == NULL) goto fail;
+  if (set_slot(t_storage, tensor, storage) < 0 || set_slot(t_dtype, tensor, dt) < 0 ||
+      set_slot(t_shape, tensor, p->shape) < 0 || set_slot(t_strides, tensor, p->strides) < 0)
+    goto fail;
+  SET_NEW(t_offset, tensor, PyLong_FromLongLong(p->offset));
+#undef SET_NEW
+  Py_DECREF(storage);
+  parsed_clear(p);
+  return tensor;
+fail:
+  Py_XDECREF(v);
+  Py_XDECREF(tensor);
+  Py_XDECREF(storage);
+  parsed_clear(p);
+  return NULL;
+}
+
+/* The type's __dlpack_c_exchange_api__ capsule, or None; cached per type. */
+static PyObject *exchange_api_of(PyTypeObject *tp) {
+  PyObject *api = PyDict_GetItemWithError(api_cache, (PyObject *)tp);
+  if (api != NULL) return api;
+  if (PyErr_Occurred()) return NULL;
+  api = PyObject_GetAttr((PyObject *)tp, str_api);
+  if (api == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    api = Py_NewRef(Py_None);
+  } else if (!PyCapsule_IsValid(api, NAME_API)) {
+    Py_SETREF(api, Py_NewRef(Py_None));
+  }
+  if (PyDict_GET_SIZE(api_cache) > 1024) PyDict_Clear(api_cache); /* bound the cache */
+  int rc = PyDict_SetItem(api_cache, (PyObject *)tp, api);
+  Py_DECREF(api); /* the cache holds it */
+  return rc < 0 ? NULL : api;
+}
+
+/* fast_from_dlpack(x): bridge.from_dlpack(x) with no device/copy options.
+ * Returns NotImplemented for bridge's own tensors (handled in Python). */
+static PyObject *py_fast_from_dlpack(PyObject *mod, PyObject *x) {
+  (void)mod;
+  parsed_t p = {0};
+  PyTypeObject *tp = Py_TYPE(x);
+  if (tp == tensor_type) Py_RETURN_NOTIMPLEMENTED;
+  if (tp == &PyCapsule_Type) {
+    if (consume_capsule(x, &p) < 0) return NULL;
+    return parsed_to_tensor(&p);
+  }
+  PyObject *api = exchange_api_of(tp);
+  if (api == NULL) return NULL;
+  if (api != Py_None) {
+    if (consume_exchange(api, x, &p) < 0) return NULL;
+    return parsed_to_tensor(&p);
+  }
+  PyObject *callargs[2] = {x, max_version_value};
+  PyObject *cap = PyObject_VectorcallMethod(str_dlpack, callargs,
+                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_max_version);
+  if (cap == NULL) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, str_dlpack)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "%.200s does not support DLPack (no __dlpack__ method)",
+                   tp->tp_name);
+      return NULL;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    /* A producer older than the 2023 signature: ask again without keywords. */
+    PyErr_Clear();
+    cap = PyObject_CallMethodNoArgs(x, str_dlpack);
+    if (cap == NULL) return NULL;
+  }
+  if (!PyCapsule_CheckExact(cap)) {
+    PyErr_Format(PyExc_TypeError, "%.200s.__dlpack__ returned %.200s, not a capsule",
+                 tp->tp_name, Py_TYPE(cap)->tp_name);
+    Py_DECREF(cap);
+    return NULL;
+  }
+  int rc = consume_capsule(cap, &p);
+  Py_DECREF(cap);
+  if (rc < 0) return NULL;
+  return parsed_to_tensor(&p);
+}
+
+/* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None).
+ * The common case runs here; options that need more (streams, devices,
+ * copies, read-only legacy refusals) go to the Python to_dlpack. */
+static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                               PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 0) {
+    PyErr_Format(PyExc_TypeError, "__dlpack__() takes only keyword arguments (%zd given)", nargs);
+    return NULL;
+  }
+  PyObject *max_version = Py_None;
+  int simple = 1;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+    if (k == NULL) return NULL;
+    PyObject *v = args[i];
+    if (strcmp(k, "max_version") == 0) {
+      max_version = v;
+    } else if (strcmp(k, "stream") == 0 || strcmp(k, "dl_device") == 0) {
+      if (v != Py_None) simple = 0;
+    } else if (strcmp(k, "copy") == 0) {
+      if (v != Py_None && v != Py_False) simple = 0;
+    } else {
+      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%s'", k);
+      return NULL;
+    }
+  }
+  int versioned = 0;
+  if (max_version != Py_None) {
+    PyObject *major = PyTuple_Check(max_version) && PyTuple_GET_SIZE(max_version) >= 1
+                          ? PyTuple_GET_ITEM(max_version, 0)
+                          : NULL;
+    long mj = major && PyLong_Check(major) ? PyLong_AsLong(major) : -1;
+    if (mj < 0) {
+      PyErr_Clear();
+      simple = 0; /* let the Python path produce the error */
+    }
+    versioned = mj >= 1;
+  }
+  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL;
+  PyObject *ptr = NULL, *readonly = NULL, *dldev = NULL, *keep = NULL, *itemsize = NULL,
+           *dl = NULL, *result = NULL;
+  if (simple) {
+    if (!(storage = get_slot(t_storage, self)) || !(readonly = get_slot(s_readonly, storage)))
+      goto done;
+    if (readonly == Py_True && !versioned) simple = 0; /* Python raises the BufferError */
+  }
+  if (!simple) {
+    PyObject *stack[5]; /* self, then at most the 4 known keyword values */
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nkw; i++) stack[1 + i] = args[i];
+    result = PyObject_Vectorcall(py_to_dlpack, stack, 1, kwnames);
+    goto done;
+  }
+  if (!(dtype = get_slot(t_dtype, self)) || !(shape = get_slot(t_shape, self)) ||
+      !(strides = get_slot(t_strides, self)) || !(offset = get_slot(t_offset, self)) ||
+      !(ptr = get_slot(s_ptr, storage)) || !(dldev = get_slot(s_dldev, storage)) ||
+      !(keep = get_slot(s_np, storage)) || !(itemsize = get_slot(d_itemsize, dtype)) ||
+      !(dl = get_slot(d_dlpack, dtype)))
+    goto done;
+  if (keep == Py_None) {
+    Py_DECREF(keep);
+    if (!(keep = get_slot(s_owner, storage))) goto done;
+  }
+  {
+    uintptr_t base = (uintptr_t)PyLong_AsVoidPtr(ptr);
+    long long off = PyLong_AsLongLong(offset), isz = PyLong_AsLongLong(itemsize);
+    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
+    long bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
+    long dev_type = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0));
+    long dev_id = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 1));
+    if (PyErr_Occurred()) goto done;
+    uint64_t flags = 0;
+    if (readonly == Py_True) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    if (bits < 8) flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    void *data = (void *)(base + (uintptr_t)(off * isz));
+    result = wrap_export(build_managed(keep, data, (int)dev_type, (int)dev_id, (int)code,
+                                       (int)bits, shape, strides, flags, versioned),
+                         versioned);
+  }
+done:
+  Py_XDECREF(storage);
+  Py_XDECREF(dtype);
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  Py_XDECREF(offset);
+  Py_XDECREF(ptr);
+  Py_XDECREF(readonly);
+  Py_XDECREF(dldev);
+  Py_XDECREF(keep);
+  Py_XDECREF(itemsize);
+  Py_XDECREF(dl);
+  return result;
+}
+
+static PyMethodDef tensor_dlpack_def = {
+    "__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
+    "DLPack export (array API __dlpack__): a legacy 'dltensor' capsule when max_version is None\n"
+    "or its major is 0, else a 'dltensor_versioned' (v1.3) one. Zero-copy unless copy=True.\n"
+    "Errors: see bridge.dlpack.to_dlpack."};
+
+static PyObject *descr(PyObject *cls, const char *name) {
+  return PyObject_GetAttrString(cls, name);
+}
+
+/* setup(Tensor, UntypedStorage, dtype_class, {(code, bits): dtype}, cpu_device,
+ *       to_dlpack, finish) -> the __dlpack__ method descriptor for Tensor */
+static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 7 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2]) ||
+      !PyDict_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "setup() takes (Tensor, UntypedStorage, dtype, map, cpu, "
+                                     "to_dlpack, finish)");
+    return NULL;
+  }
+  tensor_type = (PyTypeObject *)Py_NewRef(args[0]);
+  storage_type = (PyTypeObject *)Py_NewRef(args[1]);
+  PyObject *T = args[0], *S = args[1], *D = args[2];
+  dtype_map = Py_NewRef(args[3]);
+  cpu_device = Py_NewRef(args[4]);
+  py_to_dlpack = Py_NewRef(args[5]);
+  py_finish = Py_NewRef(args[6]);
+  if (!(t_storage = descr(T, "_storage")) || !(t_dtype = descr(T, "_dtype")) ||
+      !(t_shape = descr(T, "_shape")) || !(t_strides = descr(T, "_strides")) ||
+      !(t_offset = descr(T, "_offset")) || !(s_ptr = descr(S, "_ptr")) ||
+      !(s_nbytes = descr(S, "_nbytes")) || !(s_device = descr(S, "_device")) ||
+      !(s_dldev = descr(S, "_dldev")) || !(s_owner = descr(S, "_owner")) ||
+      !(s_np = descr(S, "_np")) || !(s_readonly = descr(S, "_readonly")) ||
+      !(s_resizable = descr(S, "_resizable")) || !(s_filename = descr(S, "_filename")) ||
+      !(s_shared = descr(S, "_shared")) || !(d_itemsize = descr(D, "itemsize")) ||
+      !(d_dlpack = descr(D, "dlpack")))
+    return NULL;
+  PyObject *all[] = {t_storage, t_dtype, t_shape, t_strides, t_offset, s_ptr, s_nbytes,
+                     s_device, s_dldev, s_owner, s_np, s_readonly, s_resizable, s_filename,
+                     s_shared, d_itemsize, d_dlpack};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    if (Py_TYPE(all[i])->tp_descr_get == NULL || Py_TYPE(all[i])->tp_descr_set == NULL) {
+      PyErr_SetString(PyExc_TypeError, "setup(): expected __slots__ member descriptors");
+      return NULL;
+    }
+  }
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dtype_map, &pos, &key, &value)) {
+    long code = PyLong_AsLong(PyTuple_GetItem(key, 0));
+    long bits = PyLong_AsLong(PyTuple_GetItem(key, 1));
+    if (PyErr_Occurred()) return NULL;
+    if (code >= 0 && code < 32 && bits >= 0 && bits <= 128) dtype_table[code][bits] = value;
+  }
+  if (!(api_cache = PyDict_New()) || !(str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
+      !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
+      !(str_max_version = PyUnicode_InternFromString("max_version")) ||
+      !(kw_max_version = PyTuple_Pack(1, str_max_version)) ||
+      !(max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) ||
+      !(cpu_dldev = Py_BuildValue("(ii)", kDLCPU, 0)))
+    return NULL;
+  return PyDescr_NewMethod((PyTypeObject *)T, &tensor_dlpack_def);
+}
+
+/* ------------------------------------------------ our C exchange API */
+
+static PyObject *cb_export_args = NULL;   /* tensor -> the 9 export values */
+static PyObject *cb_dltensor_args = NULL; /* tensor -> (data, dev_type, dev_id, code, bits, meta) */
+
+static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
+  PyObject *vals = PyObject_CallOneArg(cb_export_args, (PyObject *)py_object);
+  if (vals == NULL) return -1;
+  if (!PyTuple_Check(vals) || PyTuple_GET_SIZE(vals) != 9) {
+    Py_DECREF(vals);
+    PyErr_SetString(PyExc_SystemError, "bridge export callback returned a bad tuple");
+    return -1;
+  }
+  void *block = build_managed_from(&PyTuple_GET_ITEM(vals, 0), 1);
+  Py_DECREF(vals);
+  if (block == NULL) return -1;
+  *out = (DLManagedTensorVersioned *)block;
+  return 0;
+}
+
+static int api_to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object) {
+  parsed_t p = {0};
+  if (adopt_managed(tensor, 1, &p) < 0) return -1;
+  PyObject *obj = parsed_to_tensor(&p);
+  if (obj == NULL) return -1;
+  *out_py_object = obj;
+  return 0;
+}
+
+static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
+  PyObject *r = PyObject_CallOneArg(cb_dltensor_args, (PyObject *)py_object);
+  if (r == NULL) return -1;
+  PyObject *meta = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 6 ? PyTuple_GET_ITEM(r, 5) : NULL;
+  if (meta == NULL || !PyBytes_Check(meta)) {
+    Py_DECREF(r);
+    PyErr_SetString(PyExc_SystemError, "bridge dltensor callback returned a bad tuple");
+    return -1;
+  }
+  Py_ssize_t ndim = PyBytes_GET_SIZE(meta) / (Py_ssize_t)(2 * sizeof(int64_t));
+  out->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(r, 0));
+  out->device.device_type = (DLDeviceType)PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
+  out->device.device_id = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(r, 2));
+  out->dtype.code = (uint8_t)PyLong_AsLong(PyTuple_GET_ITEM(r, 3));
+  out->dtype.bits = (uint8_t)PyLong_AsLong(PyTuple_GET_ITEM(r, 4));
+  out->dtype.lanes = 1;
+  out->ndim = (int32_t)ndim;
+  /* meta is cached on the tensor, so these arrays live as long as it does. */
+  out->shape = (int64_t *)PyBytes_AS_STRING(meta);
+  out->strides = out->shape + ndim;
+  out->byte_offset = 0;
+  Py_DECREF(r);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+typedef struct {
+  DLManagedTensorVersioned m;
+  int64_t dims[]; /* shape then strides */
+} alloc_block;
+
+static void alloc_deleter(DLManagedTensorVersioned *self) {
+  if (self == NULL) return;
+  bridge_aligned_free(self->manager_ctx);
+  free(self);
+}
+
+/* Needs no Python: a new, contiguous CPU tensor shaped like the prototype. */
+static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *error_ctx,
+                         void (*set_error)(void *, const char *, const char *)) {
+  if (proto->device.device_type != kDLCPU) {
+    set_error(error_ctx, "RuntimeError", "bridge can only allocate CPU tensors");
+    return -1;
+  }
+  int32_t ndim = proto->ndim;
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM || proto->dtype.lanes == 0 || (ndim > 0 && !proto->shape)) {
+    set_error(error_ctx, "ValueError", "bad prototype tensor");
+    return -1;
+  }
+  uint64_t numel = 1;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (proto->shape[i] < 0 || __builtin_mul_overflow(numel, (uint64_t)proto->shape[i], &numel)) {
+      set_error(error_ctx, "ValueError", "bad prototype shape");
+      return -1;
+    }
+  }
+  uint64_t bits = (uint64_t)proto->dtype.bits * proto->dtype.lanes;
+  uint64_t nbytes;
+  if (__builtin_mul_overflow(numel, (bits + 7) / 8, &nbytes)) {
+    set_error(error_ctx, "MemoryError", "tensor too large");
+    return -1;
+  }
+  alloc_block *b = (alloc_block *)malloc(sizeof(alloc_block) + 2 * (size_t)ndim * sizeof(int64_t));
+  void *data = b ? bridge_aligned_alloc((size_t)nbytes, 0) : NULL;
+  if (data == NULL) {
+    free(b);
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+  int64_t acc = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    b->dims[i] = proto->shape[i];
+    b->dims[ndim + i] = acc;
+    acc *= proto->shape[i] > 1 ? proto->shape[i] : 1;
+  }
+  b->m.version.major = DLPACK_MAJOR_VERSION;
+  b->m.version.minor = DLPACK_MINOR_VERSION;
+  b->m.manager_ctx = data;
+  b->m.deleter = alloc_deleter;
+  b->m.flags = 0;
+  b->m.dl_tensor.data = data;
+  b->m.dl_tensor.device = proto->device;
+  b->m.dl_tensor.ndim = ndim;
+  b->m.dl_tensor.dtype = proto->dtype;
+  b->m.dl_tensor.shape = b->dims;
+  b->m.dl_tensor.strides = b->dims + ndim;
+  b->m.dl_tensor.byte_offset = 0;
+  *out = &b->m;
+  return 0;
+}
+
+static int api_current_work_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  (void)device_type;
+  (void)device_id;
+  *out = NULL; /* bridge launches no work: the default stream */
+  return 0;
+}
+
+static DLPackExchangeAPI bridge_exchange_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    api_allocator,
+    api_from_py_object,
+    api_to_py_object,
+    api_dltensor_from_py_object,
+    api_current_work_stream,
+};
+
+/* set_callbacks(export_args, dltensor_args) */
+static PyObject *py_set_callbacks(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "set_callbacks() takes 2 arguments");
+    return NULL;
+  }
+  Py_XSETREF(cb_export_args, Py_NewRef(args[0]));
+  Py_XSETREF(cb_dltensor_args, Py_NewRef(args[1]));
+  Py_RETURN_NONE;
+}
+
+/* make_capsule(address, kind): wrap a test-made struct (kind 0 "dltensor",
+ * 1 "dltensor_versioned", 2 a wrong name) with the standard destructor. */
+static PyObject *py_make_capsule(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "make_capsule() takes 2 arguments");
+    return NULL;
+  }
+  void *p = PyLong_AsVoidPtr(args[0]);
+  long kind = PyLong_AsLong(args[1]);
+  if (PyErr_Occurred()) return NULL;
+  const char *name = kind == 0 ? NAME_LEGACY : kind == 1 ? NAME_VERSIONED : NAME_BOGUS;
+  return PyCapsule_New(p, name, capsule_destructor);
+}
+
+static PyMethodDef fast_methods[] = {
+    {"export", (PyCFunction)(void (*)(void))py_export, METH_FASTCALL, NULL},
+    {"import_capsule", (PyCFunction)py_import_capsule, METH_O, NULL},
+    {"import_exchange", (PyCFunction)(void (*)(void))py_import_exchange, METH_FASTCALL, NULL},
+    {"set_callbacks", (PyCFunction)(void (*)(void))py_set_callbacks, METH_FASTCALL, NULL},
+    {"setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL, NULL},
+    {"fast_from_dlpack", (PyCFunction)py_fast_from_dlpack, METH_O, NULL},
+    {"make_capsule", (PyCFunction)(void (*)(void))py_make_capsule, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_install(uintptr_t namespace_dict) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = -1;
+  PyObject *ns = (PyObject *)namespace_dict;
+  if (!PyDict_Check(ns)) {
+    PyErr_SetString(PyExc_TypeError, "bridge_install needs a dict");
+    goto done;
+  }
+  for (PyMethodDef *def = fast_methods; def->ml_name != NULL; def++) {
+    PyObject *fn = PyCFunction_New(def, NULL);
+    if (fn == NULL || PyDict_SetItemString(ns, def->ml_name, fn) < 0) {
+      Py_XDECREF(fn);
+      goto done;
+    }
+    Py_DECREF(fn);
+  }
+  PyObject *api = PyCapsule_New(&bridge_exchange_api, NAME_API, NULL);
+  if (api == NULL || PyDict_SetItemString(ns, "exchange_api", api) < 0) {
+    Py_XDECREF(api);
+    goto done;
+  }
+  Py_DECREF(api);
+  rc = 0;
+done:
+  if (rc != 0) PyErr_Print();
+  PyGILState_Release(gil);
+  return rc;
 }

@@ -1,0 +1,40 @@
+"""The CPython fast paths compiled in cdefs/bridge.c.
+
+``bridge._native`` is a cffi module, and cffi cannot pass or return Python
+objects. So bridge.c defines ordinary CPython builtins (METH_FASTCALL, GIL
+held, no cffi conversion) and ``bridge_install`` puts them into a dict once,
+at import. This module is that dict's public face inside the package.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from bridge._native import ffi, lib
+
+if platform.python_implementation() != "CPython":  # pragma: no cover
+    raise ImportError("bridge's native layer needs CPython (it uses the CPython C API)")
+
+_ns: dict[str, Any] = {}
+# id() is the object's address in CPython; the dict is alive for the whole call.
+if lib.bridge_install(id(_ns)) != 0:  # pragma: no cover
+    raise ImportError("bridge._native failed to install its fast paths")
+
+export = _ns["export"]
+import_capsule = _ns["import_capsule"]
+import_exchange = _ns["import_exchange"]
+set_callbacks = _ns["set_callbacks"]
+setup = _ns["setup"]
+fast_from_dlpack = _ns["fast_from_dlpack"]
+make_capsule = _ns["make_capsule"]
+exchange_api = _ns["exchange_api"]
+
+
+def stats() -> dict[str, int]:
+    """Counters kept in C: exports made and their deleters run, imports made
+    and their guards released, test-deleter calls."""
+    out = ffi.new("uint64_t[5]")
+    lib.bridge_stats(out)
+    keys = ("exports", "export_deleters", "imports", "import_releases", "test_deleters")
+    return dict(zip(keys, (int(v) for v in out)))
