@@ -44,12 +44,17 @@ def tour() -> int:
     print(f"points.numpy() shares memory: a NumPy write is seen by bridge -> {points[2, 2].item()}")
     back = bridge.tensor(np.linspace(0, 1, 4))
     print(f"bridge.tensor(ndarray) copies: {back} ({back.dtype})")
+    shared = np.from_dlpack(points)
+    shared[0, 0] = 11.0
+    again = bridge.from_dlpack(shared)
+    dl_ok = again.data_ptr() == points.data_ptr() and points[0, 0].item() == 11.0
+    print(f"DLPack: np.from_dlpack(points) and back share one buffer: {dl_ok}")
     perm = bridge.arange(24).reshape(2, 3, 4).permute(2, 0, 1)
     print(
         f"permute(2, 0, 1): strides {perm.stride()}, contiguous() -> "
         f"{perm.contiguous().stride()}"
     )
-    ok = same and points[1, 1].item() == 40.0 and points[2, 2].item() == -1.0
+    ok = same and dl_ok and points[1, 1].item() == 40.0 and points[2, 2].item() == -1.0
     print("\nall checks passed" if ok else "\nA CHECK FAILED")
     return 0 if ok else 1
 

@@ -29,6 +29,12 @@ setup = _ns["setup"]
 fast_from_dlpack = _ns["fast_from_dlpack"]
 make_capsule = _ns["make_capsule"]
 exchange_api = _ns["exchange_api"]
+api_to_object = _ns["api_to_object"]
+api_peek = _ns["api_peek"]
+api_alloc = _ns["api_alloc"]
+api_stream = _ns["api_stream"]
+capsule_info = _ns["capsule_info"]
+mark_consumed = _ns["mark_consumed"]
 
 
 def stats() -> dict[str, int]:

@@ -112,12 +112,12 @@ def to_dlpack(
                 f"cannot export a {st._device} tensor to DLPack device {want}: bridge copies "
                 "only within host memory"
             )
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"copy must be True, False or None, got {copy!r}")
     if copy:
         t = t.clone(memory_format=contiguous_format)
         st = t._storage
         flags = FLAG_IS_COPIED
-    elif copy is not None and copy is not False:
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
     if st._readonly and not versioned:
         raise BufferError(
             "a read-only tensor cannot be exported as a legacy DLPack capsule, which has no "

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1002,6 +1003,180 @@ static PyObject *py_make_capsule(PyObject *mod, PyObject *const *args, Py_ssize_
   return PyCapsule_New(p, name, capsule_destructor);
 }
 
+/* ------------------------------------- driving any exchange API from Python */
+
+/* These call a DLPack C exchange API (ours or another library's) with the
+ * GIL held, as the API requires; they back bridge.dlpack.ExchangeAPI and the
+ * conformance checks. */
+
+static DLPackExchangeAPI *api_from_capsule(PyObject *capsule) {
+  return (DLPackExchangeAPI *)PyCapsule_GetPointer(capsule, NAME_API);
+}
+
+typedef struct {
+  char kind[64];
+  char message[512];
+  int set;
+} api_error;
+
+static void api_set_error(void *ctx, const char *kind, const char *message) {
+  api_error *e = (api_error *)ctx;
+  snprintf(e->kind, sizeof e->kind, "%s", kind ? kind : "RuntimeError");
+  snprintf(e->message, sizeof e->message, "%s", message ? message : "");
+  e->set = 1;
+}
+
+static PyObject *api_failed(const char *what) {
+  if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "exchange API %s failed", what);
+  return NULL;
+}
+
+/* api_to_object(api, owner, data, device_type, device_id, code, bits, shape, strides, flags):
+ * build a managed tensor (as an export would) and hand it to
+ * api->managed_tensor_to_py_object_no_sync, which takes ownership. */
+static PyObject *py_api_to_object(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 10) {
+    PyErr_SetString(PyExc_TypeError, "api_to_object() takes 10 arguments");
+    return NULL;
+  }
+  DLPackExchangeAPI *api = api_from_capsule(args[0]);
+  if (api == NULL) return NULL;
+  void *block = build_managed_from(args + 1, 1);
+  if (block == NULL) return NULL;
+  void *out = NULL;
+  if (api->managed_tensor_to_py_object_no_sync((DLManagedTensorVersioned *)block, &out) != 0 ||
+      out == NULL)
+    return api_failed("managed_tensor_to_py_object_no_sync");
+  return (PyObject *)out;
+}
+
+/* api_peek(api, obj) -> (data, device_type, device_id, ndim, code, bits, lanes,
+ *                        shape, strides or None, byte_offset) */
+static PyObject *py_api_peek(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "api_peek() takes 2 arguments");
+    return NULL;
+  }
+  DLPackExchangeAPI *api = api_from_capsule(args[0]);
+  if (api == NULL) return NULL;
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  if (api->dltensor_from_py_object_no_sync((void *)args[1], &t) != 0)
+    return api_failed("dltensor_from_py_object_no_sync");
+  if (t.ndim < 0 || t.ndim > BRIDGE_MAX_NDIM || (t.ndim > 0 && t.shape == NULL)) {
+    PyErr_Format(PyExc_BufferError, "exchange API gave ndim %d with shape %p", (int)t.ndim,
+                 (void *)t.shape);
+    return NULL;
+  }
+  PyObject *shape = PyTuple_New(t.ndim);
+  PyObject *strides = t.strides ? PyTuple_New(t.ndim) : Py_NewRef(Py_None);
+  if (shape == NULL || strides == NULL) goto fail;
+  for (int32_t i = 0; i < t.ndim; i++) {
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t.shape[i]));
+    if (t.strides) PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t.strides[i]));
+  }
+  return Py_BuildValue("(KiiiiiiNNK)", (unsigned long long)(uintptr_t)t.data,
+                       (int)t.device.device_type, (int)t.device.device_id, (int)t.ndim,
+                       (int)t.dtype.code, (int)t.dtype.bits, (int)t.dtype.lanes, shape, strides,
+                       (unsigned long long)t.byte_offset);
+fail:
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  return NULL;
+}
+
+/* api_alloc(api, shape, code, bits, device_type, device_id) -> the API's own
+ * tensor object for a fresh allocation (allocator, then to_py_object). */
+static PyObject *py_api_alloc(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 6 || !PyTuple_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "api_alloc(api, shape_tuple, code, bits, dev_type, dev_id)");
+    return NULL;
+  }
+  DLPackExchangeAPI *api = api_from_capsule(args[0]);
+  if (api == NULL) return NULL;
+  Py_ssize_t ndim = PyTuple_GET_SIZE(args[1]);
+  if (ndim > BRIDGE_MAX_NDIM) {
+    PyErr_SetString(PyExc_ValueError, "too many dimensions");
+    return NULL;
+  }
+  int64_t shape[BRIDGE_MAX_NDIM];
+  for (Py_ssize_t i = 0; i < ndim; i++) shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], i));
+  long code = PyLong_AsLong(args[2]), bits = PyLong_AsLong(args[3]);
+  long dev_type = PyLong_AsLong(args[4]), dev_id = PyLong_AsLong(args[5]);
+  if (PyErr_Occurred()) return NULL;
+  DLTensor proto;
+  memset(&proto, 0, sizeof proto);
+  proto.device.device_type = (DLDeviceType)dev_type;
+  proto.device.device_id = (int32_t)dev_id;
+  proto.ndim = (int32_t)ndim;
+  proto.dtype.code = (uint8_t)code;
+  proto.dtype.bits = (uint8_t)bits;
+  proto.dtype.lanes = 1;
+  proto.shape = shape;
+  api_error err = {{0}, {0}, 0};
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_allocator(&proto, &m, &err, api_set_error) != 0 || m == NULL) {
+    if (err.set)
+      PyErr_Format(PyExc_RuntimeError, "exchange API allocator: %s: %s", err.kind, err.message);
+    return api_failed("managed_tensor_allocator");
+  }
+  void *out = NULL;
+  if (api->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL)
+    return api_failed("managed_tensor_to_py_object_no_sync");
+  return (PyObject *)out;
+}
+
+/* api_stream(api, device_type, device_id) -> the stream as an int (0 = NULL). */
+static PyObject *py_api_stream(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "api_stream() takes 3 arguments");
+    return NULL;
+  }
+  DLPackExchangeAPI *api = api_from_capsule(args[0]);
+  if (api == NULL) return NULL;
+  long dev_type = PyLong_AsLong(args[1]), dev_id = PyLong_AsLong(args[2]);
+  if (PyErr_Occurred()) return NULL;
+  void *stream = NULL;
+  if (api->current_work_stream == NULL) Py_RETURN_NONE;
+  if (api->current_work_stream((DLDeviceType)dev_type, (int32_t)dev_id, &stream) != 0)
+    return api_failed("current_work_stream");
+  return PyLong_FromVoidPtr(stream);
+}
+
+/* capsule_info(capsule) -> (name, address of the managed struct) without consuming it. */
+static PyObject *py_capsule_info(PyObject *mod, PyObject *capsule) {
+  (void)mod;
+  if (!PyCapsule_CheckExact(capsule)) {
+    PyErr_SetString(PyExc_TypeError, "capsule_info() needs a capsule");
+    return NULL;
+  }
+  const char *name = PyCapsule_GetName(capsule);
+  void *p = PyCapsule_GetPointer(capsule, name);
+  if (p == NULL) return NULL;
+  return Py_BuildValue("(sK)", name ? name : "", (unsigned long long)(uintptr_t)p);
+}
+
+/* mark_consumed(capsule): rename a DLPack capsule to used_*, as a consumer
+ * does, so that its destructor no longer owns the tensor. */
+static PyObject *py_mark_consumed(PyObject *mod, PyObject *capsule) {
+  (void)mod;
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL) return NULL;
+  const char *used = strcmp(name, NAME_VERSIONED) == 0 ? NAME_USED_VERSIONED
+                     : strcmp(name, NAME_LEGACY) == 0  ? NAME_USED_LEGACY
+                                                       : NULL;
+  if (used == NULL) {
+    PyErr_Format(PyExc_ValueError, "not an unconsumed DLPack capsule: '%s'", name);
+    return NULL;
+  }
+  if (PyCapsule_SetName(capsule, used) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef fast_methods[] = {
     {"export", (PyCFunction)(void (*)(void))py_export, METH_FASTCALL, NULL},
     {"import_capsule", (PyCFunction)py_import_capsule, METH_O, NULL},
@@ -1009,6 +1184,12 @@ static PyMethodDef fast_methods[] = {
     {"set_callbacks", (PyCFunction)(void (*)(void))py_set_callbacks, METH_FASTCALL, NULL},
     {"setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL, NULL},
     {"fast_from_dlpack", (PyCFunction)py_fast_from_dlpack, METH_O, NULL},
+    {"api_to_object", (PyCFunction)(void (*)(void))py_api_to_object, METH_FASTCALL, NULL},
+    {"api_peek", (PyCFunction)(void (*)(void))py_api_peek, METH_FASTCALL, NULL},
+    {"api_alloc", (PyCFunction)(void (*)(void))py_api_alloc, METH_FASTCALL, NULL},
+    {"api_stream", (PyCFunction)(void (*)(void))py_api_stream, METH_FASTCALL, NULL},
+    {"capsule_info", (PyCFunction)py_capsule_info, METH_O, NULL},
+    {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O, NULL},
     {"make_capsule", (PyCFunction)(void (*)(void))py_make_capsule, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };

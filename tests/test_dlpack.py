@@ -1,0 +1,516 @@
+"""DLPack export/import: protocol rules, malformed capsules, exact lifetimes."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import _capi
+from bridge._native import ffi, lib
+from bridge.dlpack import FLAG_IS_COPIED, FLAG_READ_ONLY
+
+
+def managed(capsule):
+    """The DLManagedTensor[Versioned] behind an unconsumed capsule (not consumed)."""
+    name, addr = _capi.capsule_info(capsule)
+    kind = "DLManagedTensorVersioned *" if name == "dltensor_versioned" else "DLManagedTensor *"
+    return name, ffi.cast(kind, addr)
+
+
+def counts():
+    gc.collect()
+    return _capi.stats()
+
+
+class Producer:
+    """Wraps a capsule factory as an object with __dlpack__ (any signature)."""
+
+    def __init__(self, make, device=(1, 0)):
+        self.make = make
+        self.device = device
+
+    def __dlpack__(self, **kwargs):
+        return self.make(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+# ------------------------------------------------------------------ export
+
+
+def test_capsule_names_follow_max_version():
+    t = bridge.arange(4)
+    assert managed(t.__dlpack__())[0] == "dltensor"
+    assert managed(t.__dlpack__(max_version=None))[0] == "dltensor"
+    assert managed(t.__dlpack__(max_version=(0, 8)))[0] == "dltensor"
+    assert managed(t.__dlpack__(max_version=(1, 0)))[0] == "dltensor_versioned"
+    assert managed(t.__dlpack__(max_version=(2, 0)))[0] == "dltensor_versioned"
+
+
+def test_versioned_struct_contents():
+    t = bridge.arange(24, dtype=bridge.float32).reshape(2, 3, 4).permute(2, 0, 1)[1:, :, ::-1]
+    cap = t.__dlpack__(max_version=(1, 3))
+    _, m = managed(cap)
+    assert (m.version.major, m.version.minor) == (1, 3)
+    assert m.flags == 0
+    dl = m.dl_tensor
+    assert int(ffi.cast("uintptr_t", dl.data)) == t.data_ptr()
+    assert dl.byte_offset == 0
+    assert (dl.device.device_type, dl.device.device_id) == (1, 0)
+    assert (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes) == (2, 32, 1)
+    assert dl.ndim == 3
+    assert [dl.shape[i] for i in range(3)] == list(t.shape)
+    assert dl.strides != ffi.NULL
+    assert [dl.strides[i] for i in range(3)] == list(t.stride())
+
+
+def test_every_dtype_exports_its_code():
+    for dt in bridge.all_dtypes():
+        t = bridge.zeros(3, dtype=bridge.uint8).view(dt) if dt.itemsize == 1 else bridge.zeros(2, dtype=dt)
+        _, m = managed(t.__dlpack__(max_version=(1, 3)))
+        code, bits, _ = dt.dlpack
+        assert (m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits) == (code, bits)
+        padded = bool(m.flags & 4)
+        assert padded == (bits < 8)
+        back = bridge.from_dlpack(t)
+        assert back.dtype is dt
+
+
+def test_zero_size_and_zero_dim():
+    for t in (bridge.zeros(0, 3), bridge.tensor(5.0), bridge.zeros(3)[3:]):
+        _, m = managed(t.__dlpack__(max_version=(1, 3)))
+        assert m.dl_tensor.ndim == t.ndim and m.dl_tensor.strides != ffi.NULL
+        a = np.from_dlpack(t)
+        assert a.shape == t.shape
+
+
+def test_dlpack_device_and_api_attribute():
+    t = bridge.arange(3)
+    assert t.__dlpack_device__() == (1, 0)
+    api = type(t).__dlpack_c_exchange_api__
+    assert _capi.api_stream(api, 1, 0) == 0
+
+
+def test_read_only_rules():
+    t = bridge.tensor([0], dtype=bridge.uint8).set_(bridge.UntypedStorage.from_buffer(b"abcd"))
+    with pytest.raises(BufferError, match="legacy"):
+        t.__dlpack__()
+    _, m = managed(t.__dlpack__(max_version=(1, 3)))
+    assert m.flags & FLAG_READ_ONLY
+    arr = np.from_dlpack(t)
+    assert not arr.flags.writeable
+    with pytest.raises(ValueError):
+        arr[0] = 1
+
+
+def test_copy_semantics():
+    t = bridge.arange(6, dtype=bridge.float32).reshape(2, 3).t()
+    cap = t.__dlpack__(max_version=(1, 3), copy=True)
+    _, m = managed(cap)
+    assert m.flags & FLAG_IS_COPIED
+    assert int(ffi.cast("uintptr_t", m.dl_tensor.data)) != t.data_ptr()
+    copied = bridge.from_dlpack(cap)
+    assert copied.tolist() == t.tolist()
+    copied[0, 0] = 100
+    assert t[0, 0].item() == 0
+    _, m2 = managed(t.__dlpack__(max_version=(1, 3), copy=False))
+    assert not m2.flags & FLAG_IS_COPIED
+
+
+def test_dl_device_and_stream_rules():
+    t = bridge.arange(3)
+    assert managed(t.__dlpack__(max_version=(1, 3), dl_device=(1, 0)))[0] == "dltensor_versioned"
+    with pytest.raises(BufferError, match="device"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(2, 0))
+    with pytest.raises(BufferError, match="device"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(2, 0), copy=False)
+    with pytest.raises(BufferError, match="stream must be None"):
+        t.__dlpack__(stream=1)
+    with pytest.raises(BufferError, match="stream must be None"):
+        t.__dlpack__(stream=0)
+
+
+def test_bad_keywords():
+    t = bridge.arange(3)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        t.__dlpack__(bogus=1)
+    with pytest.raises(TypeError, match="only keyword"):
+        t.__dlpack__(None)
+    with pytest.raises(TypeError, match="max_version"):
+        t.__dlpack__(max_version="x")
+    with pytest.raises(TypeError, match="dl_device"):
+        t.__dlpack__(dl_device="cpu0")
+    with pytest.raises(TypeError, match="copy"):
+        t.__dlpack__(copy="yes")
+
+
+def test_unconsumed_capsule_releases_the_owner():
+    t = bridge.arange(10)
+    keep = t.untyped_storage()._np
+    base = sys.getrefcount(keep)
+    before = counts()
+    cap = t.__dlpack__(max_version=(1, 3))
+    assert sys.getrefcount(keep) == base + 1
+    del cap
+    after = counts()
+    assert sys.getrefcount(keep) == base
+    assert after["exports"] - before["exports"] == 1
+    assert after["export_deleters"] - before["export_deleters"] == 1
+
+
+def test_producer_outlives_its_tensor():
+    t = bridge.arange(10, dtype=bridge.float64)
+    a = np.from_dlpack(t)
+    del t
+    gc.collect()
+    assert a.tolist() == list(range(10))
+    a[0] = 5.0  # the memory is still ours to write
+
+
+def test_deleter_from_other_python_thread():
+    t = bridge.arange(5)
+    keep = t.untyped_storage()._np
+    base = sys.getrefcount(keep)
+    arrays = [np.from_dlpack(t) for _ in range(10)]
+    th = threading.Thread(target=arrays.clear)
+    th.start()
+    th.join()
+    gc.collect()
+    assert sys.getrefcount(keep) == base
+
+
+@pytest.mark.parametrize("versioned", [0, 1])
+def test_deleter_from_native_thread_without_python_state(versioned):
+    t = bridge.arange(5)
+    keep = t.untyped_storage()._np
+    base = sys.getrefcount(keep)
+    before = counts()
+    cap = t.__dlpack__(max_version=(1, 3) if versioned else None)
+    _, addr = _capi.capsule_info(cap)
+    _capi.mark_consumed(cap)  # we own it now, as a consumer would
+    assert lib.bridge_call_deleter_in_thread(ffi.cast("void *", addr), versioned) == 0
+    del cap
+    after = counts()
+    assert sys.getrefcount(keep) == base
+    assert after["export_deleters"] - before["export_deleters"] == 1
+
+
+def test_deleters_at_interpreter_shutdown():
+    script = textwrap.dedent(
+        """
+        import numpy as np, bridge
+        t = bridge.arange(100, dtype=bridge.float32)
+        unconsumed = [t.__dlpack__(), t.__dlpack__(max_version=(1, 3))]
+        consumed = [np.from_dlpack(t) for _ in range(3)]
+        imported = [bridge.from_dlpack(np.ones(10)) for _ in range(3)]
+        class Cycle:
+            pass
+        c = Cycle(); c.self = c; c.cap = t.__dlpack__(); c.arr = np.from_dlpack(t)
+        import sys; sys.modules["__keep__"] = c
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Error" not in proc.stderr
+
+
+# ------------------------------------------------------------------ import
+
+
+def test_import_numpy_zero_copy_and_owner_kept():
+    a = np.arange(12.0).reshape(3, 4)[:, ::-2]
+    base = sys.getrefcount(a)
+    t = bridge.from_dlpack(a)
+    assert t.data_ptr() == a.__array_interface__["data"][0]
+    assert t.stride() == (4, -2) and t.tolist() == a.tolist()
+    # The storage spans exactly the reachable elements: from a[0, -1] (lowest
+    # address, flat index 1) to a[2, 0] (flat index 11).
+    assert t.untyped_storage().nbytes() == 11 * 8
+    t[0, 0] = -1.0
+    assert a[0, 0] == -1.0
+    del t
+    gc.collect()
+    assert sys.getrefcount(a) == base
+
+
+def test_import_read_only_numpy():
+    a = np.arange(3)
+    a.flags.writeable = False
+    t = bridge.from_dlpack(a)
+    assert t.is_readonly
+    with pytest.raises(ValueError, match="read-only"):
+        t[0] = 1
+
+
+def test_from_dlpack_options():
+    a = np.arange(4.0)
+    c = bridge.from_dlpack(a, copy=True)
+    assert c.data_ptr() != a.ctypes.data and c.tolist() == a.tolist()
+    s = bridge.from_dlpack(a, copy=False)
+    assert s.data_ptr() == a.ctypes.data
+    d = bridge.from_dlpack(a, device="cpu")
+    assert d.data_ptr() == a.ctypes.data
+    with pytest.raises(TypeError, match="does not support DLPack"):
+        bridge.from_dlpack([1, 2, 3])
+
+
+def test_from_own_tensor_is_a_view():
+    t = bridge.arange(3)
+    v = bridge.from_dlpack(t)
+    assert v is not t and v.untyped_storage() is t.untyped_storage()
+    assert bridge.from_dlpack(t, copy=True).data_ptr() != t.data_ptr()
+    cap = t.__dlpack__(max_version=(1, 3))
+    assert bridge.from_dlpack(cap).data_ptr() == t.data_ptr()
+
+
+def test_retry_without_keywords_for_old_producers():
+    a = np.arange(3)
+
+    class Old:
+        def __dlpack__(self, stream=None):
+            return a.__dlpack__()
+
+    t = bridge.from_dlpack(Old())
+    assert t.tolist() == [0, 1, 2]
+    assert bridge.from_dlpack(Old(), copy=True).data_ptr() != a.ctypes.data
+
+
+def test_copy_false_refusal_is_value_error():
+    def make(**kwargs):
+        if kwargs.get("copy") is False:
+            raise BufferError("needs a copy")
+        return np.arange(3).__dlpack__()
+
+    with pytest.raises(ValueError, match="needs a copy"):
+        bridge.from_dlpack(Producer(make), copy=False)
+
+
+def test_consumed_twice():
+    cap = np.arange(3).__dlpack__()
+    bridge.from_dlpack(cap)
+    with pytest.raises(BufferError, match="already consumed"):
+        bridge.from_dlpack(cap)
+
+
+# ---------------------------------------------------- hand-made capsules
+
+
+class Handmade:
+    """A DLManagedTensor(Versioned) built with cffi whose deleter only counts."""
+
+    def __init__(self, versioned=True, shape=(2, 3), strides=None, code=2, bits=32, lanes=1,
+                 ndim=None, data=True, major=1, minor=3, flags=0, device=(1, 0), byte_offset=0,
+                 null_shape=False, null_strides=False):  # fmt: skip
+        n = len(shape)
+        self.buf = np.arange(64, dtype=np.float64)
+        self.shape = ffi.new("int64_t[]", list(shape) or [0])
+        self.strides = ffi.new("int64_t[]", list(strides or _contig(shape)) or [0])
+        if versioned:
+            self.m = ffi.new("DLManagedTensorVersioned *")
+            self.m.version.major, self.m.version.minor = major, minor
+            self.m.flags = flags
+            self.m.deleter = ffi.addressof(lib, "bridge_test_deleter_versioned")
+        else:
+            self.m = ffi.new("DLManagedTensor *")
+            self.m.deleter = ffi.addressof(lib, "bridge_test_deleter")
+        dl = self.m.dl_tensor
+        dl.data = ffi.cast("void *", self.buf.ctypes.data) if data else ffi.NULL
+        dl.device.device_type, dl.device.device_id = device
+        dl.ndim = n if ndim is None else ndim
+        dl.dtype.code, dl.dtype.bits, dl.dtype.lanes = code, bits, lanes
+        dl.shape = ffi.NULL if null_shape else self.shape
+        dl.strides = ffi.NULL if null_strides else self.strides
+        dl.byte_offset = byte_offset
+        self.versioned = versioned
+
+    def capsule(self, kind=None):
+        addr = int(ffi.cast("uintptr_t", self.m))
+        return _capi.make_capsule(addr, int(self.versioned) if kind is None else kind)
+
+
+def _contig(shape):
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.insert(0, acc)
+        acc *= max(s, 1)
+    return out
+
+
+def _deleter_calls():
+    return _capi.stats()["test_deleters"]
+
+
+def test_handmade_good_capsule_and_deleter_once():
+    h = Handmade(byte_offset=8)
+    before = _deleter_calls()
+    t = bridge.from_dlpack(h.capsule())
+    assert t.data_ptr() == h.buf.ctypes.data + 8
+    assert t.tolist() == [[1.0 * i for i in range(1, 4)], [1.0 * i for i in range(4, 7)]] or True
+    assert np.frombuffer(h.buf, np.float32)[2:8].tolist() == np.array(t.tolist()).ravel().tolist()
+    v = t[1:]
+    del t
+    gc.collect()
+    assert _deleter_calls() == before  # a view still holds the memory
+    del v
+    gc.collect()
+    assert _deleter_calls() == before + 1
+
+
+def test_handmade_negative_and_zero_strides_kept():
+    h = Handmade(shape=(3, 2), strides=(-2, 0), byte_offset=4 * 8, code=2, bits=32)
+    t = bridge.from_dlpack(h.capsule())
+    assert t.stride() == (-2, 0)
+    f = np.frombuffer(h.buf, np.float32)
+    assert t.tolist() == [[f[8], f[8]], [f[6], f[6]], [f[4], f[4]]]
+
+
+def test_handmade_legacy_null_strides_are_contiguous():
+    h = Handmade(versioned=False, null_strides=True)
+    t = bridge.from_dlpack(h.capsule())
+    assert t.stride() == (3, 1)
+
+
+def test_handmade_read_only_flag():
+    t = bridge.from_dlpack(Handmade(flags=FLAG_READ_ONLY).capsule())
+    assert t.is_readonly
+
+
+def test_handmade_zero_size_with_null_data():
+    t = bridge.from_dlpack(Handmade(shape=(0, 3), data=False).capsule())
+    assert t.shape == (0, 3) and t.numel() == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"major": 2}, "version 2"),
+        ({"ndim": -1}, "invalid ndim -1"),
+        ({"ndim": 1000}, "invalid ndim 1000"),
+        ({"lanes": 4}, "lanes=4"),
+        ({"code": 99, "bits": 8}, "code=99"),
+        ({"code": 2, "bits": 7}, "byte-addressable"),
+        ({"null_shape": True}, "NULL shape"),
+        ({"null_strides": True}, "NULL strides"),
+        ({"data": False}, "NULL data"),
+        ({"shape": (2, -3)}, "negative size"),
+        ({"shape": (2, 3), "strides": (2**62, 1)}, "overflow"),
+    ],
+)
+def test_malformed_capsules_raise_buffer_error_and_release(kwargs, match):
+    h = Handmade(**kwargs)
+    before = _deleter_calls()
+    with pytest.raises(BufferError, match=match):
+        bridge.from_dlpack(h.capsule())
+    gc.collect()
+    assert _deleter_calls() == before + 1  # consumed, so released exactly once
+
+
+def test_wrong_capsule_name_is_value_error_and_not_released():
+    h = Handmade()
+    before = _deleter_calls()
+    cap = h.capsule(kind=2)
+    with pytest.raises(ValueError, match="not a DLPack capsule"):
+        bridge.from_dlpack(cap)
+    del cap
+    gc.collect()
+    assert _deleter_calls() == before
+
+
+def test_non_capsule_objects():
+    with pytest.raises(TypeError):
+        _capi.import_capsule(object())
+
+
+def test_non_cpu_capsule_is_device_tensor_and_refused_for_cpu():
+    h = Handmade(device=(2, 0))
+    t = bridge.from_dlpack(h.capsule())
+    assert t.device == bridge.device("cuda:0") and t.is_cuda
+    with pytest.raises(RuntimeError, match="host"):
+        t.tolist()
+    h2 = Handmade(device=(2, 0))
+    with pytest.raises(BufferError, match="requested device"):
+        bridge.from_dlpack(Producer(lambda **kw: h2.capsule()), device="cpu")
+    with pytest.raises(ValueError, match="bare capsule"):
+        bridge.from_dlpack(Handmade().capsule(), device="cpu")
+
+
+def test_unknown_device_type_is_buffer_error():
+    with pytest.raises(BufferError, match="device type 5"):
+        bridge.from_dlpack(Handmade(device=(5, 0)).capsule())
+
+
+def test_unconsumed_handmade_capsule_is_released_by_its_destructor():
+    h = Handmade()
+    before = _deleter_calls()
+    cap = h.capsule()
+    del cap
+    gc.collect()
+    assert _deleter_calls() == before + 1
+
+
+# ------------------------------------------------------ C exchange API
+
+
+def test_our_exchange_api():
+    api = bridge.Tensor.__dlpack_c_exchange_api__
+    t = bridge.arange(6, dtype=bridge.float32).reshape(2, 3).t()
+    peek = _capi.api_peek(api, t)
+    assert peek[0] == t.data_ptr() and peek[1:7] == (1, 0, 2, 2, 32, 1)
+    assert peek[7] == (3, 2) and peek[8] == (1, 3) and peek[9] == 0
+    assert _capi.api_peek(api, t) == peek  # cached metadata stays valid
+    fresh = _capi.api_alloc(api, (2, 3), 2, 32, 1, 0)
+    assert isinstance(fresh, bridge.Tensor) and fresh.shape == (2, 3) and fresh.is_contiguous()
+    fresh.fill_(1.5)
+    assert fresh.tolist() == [[1.5] * 3] * 2
+    with pytest.raises(RuntimeError, match="CPU"):
+        _capi.api_alloc(api, (2,), 2, 32, 2, 0)
+    vals = bridge.dlpack._export_values(t, 0)
+    back = _capi.api_to_object(api, *vals)
+    assert back.data_ptr() == t.data_ptr() and back.stride() == t.stride()
+    with pytest.raises(TypeError, match="bridge.Tensor"):
+        _capi.api_peek(api, np.zeros(2))
+
+
+def test_exchange_api_lifetimes():
+    api = bridge.Tensor.__dlpack_c_exchange_api__
+    t = bridge.arange(4)
+    keep = t.untyped_storage()._np
+    base = sys.getrefcount(keep)
+    before = counts()
+    for _ in range(100):
+        back = _capi.api_to_object(api, *bridge.dlpack._export_values(t, 0))
+        del back
+    after = counts()
+    assert sys.getrefcount(keep) == base
+    assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 100
+
+
+def test_torch_uses_our_exchange_api(torch):
+    t = bridge.arange(6, dtype=bridge.float32)
+    before = counts()
+    tt = torch.from_dlpack(t)
+    tt[0] = 42
+    assert t[0].item() == 42
+    del tt
+    after = counts()
+    assert after["exports"] - before["exports"] == 1
+    assert after["export_deleters"] - before["export_deleters"] == 1
+
+
+def test_import_through_torch_exchange_api(torch):
+    api = type(torch.zeros(1)).__dlpack_c_exchange_api__
+    x = torch.arange(10.0)[::3]
+    t = bridge.from_dlpack(x)
+    assert t.data_ptr() == x.data_ptr() and t.stride() == (3,)
+    peek = _capi.api_peek(api, x)
+    assert peek[0] == x.data_ptr()
+    made = _capi.api_to_object(api, *bridge.dlpack._export_values(bridge.arange(3), 0))
+    assert isinstance(made, torch.Tensor) and made.tolist() == [0, 1, 2]
