@@ -72,6 +72,7 @@ from bridge._tensor import (
     memory_format,
     preserve_format,
 )
+from bridge.array_interface import from_cuda_array_interface, from_numpy, frombuffer
 from bridge.dlpack import from_dlpack, to_dlpack
 
 __version__ = "0.1.0"
@@ -114,7 +115,10 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "from_cuda_array_interface",
     "from_dlpack",
+    "from_numpy",
+    "frombuffer",
     "full",
     "full_like",
     "get_dtype",

@@ -93,6 +93,12 @@ class Tensor:
     __dlpack__: Callable[..., Any]
     __dlpack_device__: Callable[..., tuple[_Int, _Int]]
     __dlpack_c_exchange_api__: Any
+    __array_struct__: Any
+    __array_interface__: Any
+    __cuda_array_interface__: Any
+    memoryview: Callable[..., builtins.memoryview]
+    __buffer__: Callable[..., builtins.memoryview]
+    __release_buffer__: Callable[..., None]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -638,11 +644,14 @@ class Tensor:
             buf = storage._host_array()
         isz = self._dtype.itemsize
         np_dt = self._dtype.bit_numpy_dtype if bits else self._dtype.numpy_dtype
+        # An empty view may sit past the end of its storage (PyTorch allows
+        # it, e.g. select() on a size-0 dim); NumPy checks the offset anyway.
+        offset = self._offset * isz if 0 not in self._shape else 0
         view: np.ndarray[Any, Any] = np.ndarray(
             self._shape,
             np_dt,
             buffer=buf,
-            offset=self._offset * isz,
+            offset=offset,
             strides=tuple(s * isz for s in self._strides),
         )
         return view

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "dlpack.h"
 #include "bridge.h"
@@ -39,6 +42,8 @@ _Static_assert(sizeof(DLManagedTensorVersioned) % sizeof(int64_t) == 0, "dims al
 
 /* ------------------------------------------------------------------ memory */
 
+#define BRIDGE_HUGEPAGE_THRESHOLD ((size_t)4 << 20)
+
 /* The raw pointer is stored in the word just below the aligned block, so the
  * zeroed path can use calloc (lazily zeroed pages for large blocks) instead of
  * posix_memalign followed by a memset that touches every page. */
@@ -50,6 +55,16 @@ void *bridge_aligned_alloc(size_t nbytes, int zeroed) {
   uintptr_t start = (uintptr_t)raw + sizeof(void *);
   uintptr_t aligned = (start + BRIDGE_ALIGNMENT - 1) & ~(uintptr_t)(BRIDGE_ALIGNMENT - 1);
   ((void **)aligned)[-1] = raw;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  /* As NumPy does: where transparent huge pages are opt-in ("madvise"),
+   * first-touching a large block costs several times more without them. */
+  if (nbytes >= BRIDGE_HUGEPAGE_THRESHOLD) {
+    uintptr_t page = 4096;
+    uintptr_t lo = (aligned + page - 1) & ~(page - 1);
+    uintptr_t hi = (aligned + nbytes) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+  }
+#endif
   return (void *)aligned;
 }
 
@@ -1003,6 +1018,162 @@ static PyObject *py_make_capsule(PyObject *mod, PyObject *const *args, Py_ssize_
   return PyCapsule_New(p, name, capsule_destructor);
 }
 
+/* ------------------------------------------------------------------ NumPy */
+
+/* NumPy's PyArrayInterface (numpy/ndarraytypes.h), the __array_struct__
+ * payload. Restated here so the build needs no NumPy headers. */
+typedef struct {
+  int two;
+  int nd;
+  char typekind;
+  int itemsize;
+  int flags;
+  Py_intptr_t *shape;
+  Py_intptr_t *strides;
+  void *data;
+  PyObject *descr;
+} bridge_array_interface;
+
+#define BRIDGE_NPY_ALIGNED 0x0100
+#define BRIDGE_NPY_NOTSWAPPED 0x0200
+#define BRIDGE_NPY_WRITEABLE 0x0400
+
+static PyTypeObject *ndarray_type;
+static PyObject *py_from_numpy_slow;
+
+static void array_struct_destructor(PyObject *capsule) {
+  free(PyCapsule_GetPointer(capsule, NULL));
+}
+
+/* Tensor.__array_struct__: a capsule NumPy reads without any Python-level
+ * dict. NumPy makes the tensor the new array's base, which keeps the storage
+ * alive. Types NumPy can only name through ml_dtypes, and memory the host
+ * cannot read, have no array struct (AttributeError), so NumPy falls back
+ * to __array__. */
+static PyObject *tensor_array_struct(PyObject *self, void *closure) {
+  (void)closure;
+  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL;
+  PyObject *ptr = NULL, *readonly = NULL, *dldev = NULL, *itemsize = NULL, *dl = NULL,
+           *result = NULL;
+  if (!(storage = get_slot(t_storage, self)) || !(dtype = get_slot(t_dtype, self)) ||
+      !(shape = get_slot(t_shape, self)) || !(strides = get_slot(t_strides, self)) ||
+      !(offset = get_slot(t_offset, self)) || !(ptr = get_slot(s_ptr, storage)) ||
+      !(readonly = get_slot(s_readonly, storage)) || !(dldev = get_slot(s_dldev, storage)) ||
+      !(itemsize = get_slot(d_itemsize, dtype)) || !(dl = get_slot(d_dlpack, dtype)))
+    goto done;
+  {
+    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
+    long bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
+    long dev_type = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0));
+    long long isz = PyLong_AsLongLong(itemsize), off = PyLong_AsLongLong(offset);
+    uintptr_t base = (uintptr_t)PyLong_AsVoidPtr(ptr);
+    if (PyErr_Occurred()) goto done;
+    char kind = code == kDLInt ? 'i' : code == kDLUInt ? 'u' : code == kDLFloat ? 'f'
+              : code == kDLComplex ? 'c' : code == kDLBool ? 'b' : 0;
+    if (kind == 0 || dev_type != kDLCPU || (code == kDLFloat && bits > 64)) {
+      PyErr_SetString(PyExc_AttributeError,
+                      "__array_struct__ is only defined for host tensors of NumPy-native dtypes");
+      goto done;
+    }
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    bridge_array_interface *ai = (bridge_array_interface *)malloc(
+        sizeof(bridge_array_interface) + 2 * (size_t)nd * sizeof(Py_intptr_t));
+    if (ai == NULL) {
+      PyErr_NoMemory();
+      goto done;
+    }
+    Py_intptr_t *dims = (Py_intptr_t *)(ai + 1);
+    for (Py_ssize_t i = 0; i < nd; i++) {
+      dims[i] = (Py_intptr_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+      dims[nd + i] = (Py_intptr_t)(PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i)) * isz);
+    }
+    if (PyErr_Occurred()) {
+      free(ai);
+      goto done;
+    }
+    ai->two = 2;
+    ai->nd = (int)nd;
+    ai->typekind = kind;
+    ai->itemsize = (int)isz;
+    ai->flags = BRIDGE_NPY_ALIGNED | BRIDGE_NPY_NOTSWAPPED |
+                (readonly == Py_True ? 0 : BRIDGE_NPY_WRITEABLE);
+    ai->shape = dims;
+    ai->strides = dims + nd;
+    ai->data = (void *)(base + (uintptr_t)(off * isz));
+    ai->descr = NULL;
+    result = PyCapsule_New(ai, NULL, array_struct_destructor);
+    if (result == NULL) free(ai);
+  }
+done:
+  Py_XDECREF(storage);
+  Py_XDECREF(dtype);
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  Py_XDECREF(offset);
+  Py_XDECREF(ptr);
+  Py_XDECREF(readonly);
+  Py_XDECREF(dldev);
+  Py_XDECREF(itemsize);
+  Py_XDECREF(dl);
+  return result;
+}
+
+static PyGetSetDef tensor_array_struct_def = {
+    "__array_struct__", tensor_array_struct, NULL,
+    "NumPy's array struct interface (a PyCapsule of PyArrayInterface), zero-copy.", NULL};
+
+/* from_numpy(ndarray): NumPy's own DLPack export, consumed in C. Anything it
+ * refuses (ml_dtypes types, byte-swapped or odd-strided arrays) goes to the
+ * Python slow path, which imports it or explains the refusal. */
+static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
+  (void)mod;
+  if (ndarray_type == NULL || !PyObject_TypeCheck(x, ndarray_type))
+    return PyObject_CallOneArg(py_from_numpy_slow, x);
+  PyObject *callargs[2] = {x, max_version_value};
+  PyObject *cap = PyObject_VectorcallMethod(str_dlpack, callargs,
+                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_max_version);
+  if (cap == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+      return NULL;
+    PyErr_Clear();
+    return PyObject_CallOneArg(py_from_numpy_slow, x);
+  }
+  parsed_t p = {0};
+  int rc = PyCapsule_CheckExact(cap) ? consume_capsule(cap, &p) : -1;
+  if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "ndarray.__dlpack__ gave no capsule");
+  Py_DECREF(cap);
+  if (rc < 0) return NULL;
+  return parsed_to_tensor(&p);
+}
+
+static PyMethodDef from_numpy_def = {
+    "from_numpy", (PyCFunction)py_from_numpy, METH_O,
+    "from_numpy(ndarray, /) -> Tensor\n\n"
+    "A tensor sharing the array's memory (zero-copy; the array is kept alive).\n"
+    "Read-only arrays give read-only tensors; negative strides are kept.\n"
+    "TypeError for non-arrays and object/structured dtypes; ValueError for\n"
+    "non-native byte order and byte strides that are not a multiple of the\n"
+    "item size."};
+
+/* setup_numpy(Tensor, ndarray, slow_path) -> (__array_struct__ descriptor, from_numpy) */
+static PyObject *py_setup_numpy(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "setup_numpy(Tensor, ndarray, slow_path)");
+    return NULL;
+  }
+  Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[1]));
+  Py_XSETREF(py_from_numpy_slow, Py_NewRef(args[2]));
+  PyObject *getset = PyDescr_NewGetSet((PyTypeObject *)args[0], &tensor_array_struct_def);
+  PyObject *fn = PyCFunction_New(&from_numpy_def, NULL);
+  if (getset == NULL || fn == NULL) {
+    Py_XDECREF(getset);
+    Py_XDECREF(fn);
+    return NULL;
+  }
+  return Py_BuildValue("(NN)", getset, fn);
+}
+
 /* ------------------------------------- driving any exchange API from Python */
 
 /* These call a DLPack C exchange API (ours or another library's) with the
@@ -1183,6 +1354,7 @@ static PyMethodDef fast_methods[] = {
     {"import_exchange", (PyCFunction)(void (*)(void))py_import_exchange, METH_FASTCALL, NULL},
     {"set_callbacks", (PyCFunction)(void (*)(void))py_set_callbacks, METH_FASTCALL, NULL},
     {"setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL, NULL},
+    {"setup_numpy", (PyCFunction)(void (*)(void))py_setup_numpy, METH_FASTCALL, NULL},
     {"fast_from_dlpack", (PyCFunction)py_fast_from_dlpack, METH_O, NULL},
     {"api_to_object", (PyCFunction)(void (*)(void))py_api_to_object, METH_FASTCALL, NULL},
     {"api_peek", (PyCFunction)(void (*)(void))py_api_peek, METH_FASTCALL, NULL},

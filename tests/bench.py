@@ -1,0 +1,232 @@
+"""Side-by-side timings of bridge against NumPy and PyTorch, in one run.
+
+Run ``python tests/bench.py`` (``make bench``); ``--json PATH`` also writes the
+results. Not a pytest file: it defines no tests.
+
+Every row is one operation done three ways (bridge, NumPy, torch); each is
+timed with :mod:`timeit` (best of ``--repeat`` repeats, each long enough to
+last ``--min-time`` seconds) and reported per call, with the ratios
+bridge/numpy and bridge/torch. A row may carry a target for bridge/numpy.
+
+To add a benchmark, write a function that builds its operands and returns
+``Row``s, and add it to ``GROUPS``. Operands are built once, before timing,
+and a row's ``check`` (if any) verifies once that the three results agree.
+torch is optional: without it the torch column reads n/a. torch runs on
+``--torch-threads`` threads (1 by default, like NumPy's copies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import timeit
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import bridge
+
+try:
+    import torch
+except ImportError:  # torch is optional
+    torch = None
+
+
+class Row(NamedTuple):
+    """One benchmark: the same operation done by bridge, NumPy and torch."""
+
+    name: str
+    bridge_fn: Callable[[], Any]
+    numpy_fn: Callable[[], Any] | None
+    torch_fn: Callable[[], Any] | None
+    target: float | None = None  # the bridge/numpy ratio to stay within
+    check: Callable[[], None] | None = None  # run once before timing
+
+
+def copy_rows() -> list[Row]:
+    """contiguous() of a permuted 4-D float32 tensor of 64 MiB (DESIGN.md section 6)."""
+    shape, perm = (64, 64, 64, 64), (0, 2, 3, 1)
+    t = bridge.arange(64**4, dtype=bridge.float32).reshape(shape).permute(perm)
+    a = t.numpy()  # the same permuted view, zero-copy
+    assert not a.flags.c_contiguous and a.nbytes == 64 << 20
+    tt = torch.arange(64**4, dtype=torch.float32).reshape(shape).permute(perm) if torch else None
+
+    def check() -> None:
+        want = np.ascontiguousarray(a)
+        got = t.contiguous()
+        assert got.is_contiguous() and np.array_equal(got.numpy(), want)
+        if tt is not None:
+            assert np.array_equal(tt.contiguous().numpy(), want)
+
+    return [
+        Row(
+            "contiguous() 64 MiB f32 (64,64,64,64).permute(0,2,3,1)",
+            t.contiguous,
+            lambda: np.ascontiguousarray(a),
+            tt.contiguous if tt is not None else None,
+            target=1.10,
+            check=check,
+        )
+    ]
+
+
+def small_op_rows() -> list[Row]:
+    """Per-call overhead of view ops on a small contiguous tensor (for reference)."""
+    shape = (4, 8, 16)
+    t = bridge.arange(4 * 8 * 16, dtype=bridge.float32).reshape(shape)
+    a = np.arange(4 * 8 * 16, dtype=np.float32).reshape(shape)
+    tt = torch.arange(4 * 8 * 16, dtype=torch.float32).reshape(shape) if torch else None
+
+    def same(b: Any, n: Any, th: Any) -> Callable[[], None]:
+        def check() -> None:
+            got = b()
+            assert got.shape == n().shape and np.array_equal(got.numpy(), n())
+            if th is not None:
+                assert np.array_equal(th().numpy(), n())
+
+        return check
+
+    rows = []
+    for name, b, n, th in [
+        (
+            "t.permute(2, 0, 1)  [np.transpose]",
+            lambda: t.permute(2, 0, 1),
+            lambda: a.transpose(2, 0, 1),
+            (lambda: tt.permute(2, 0, 1)) if tt is not None else None,
+        ),
+        (
+            "t[1:3, ::2]",
+            lambda: t[1:3, ::2],
+            lambda: a[1:3, ::2],
+            (lambda: tt[1:3, ::2]) if tt is not None else None,
+        ),
+        (
+            "t.view(-1)  [np.reshape(-1)]",
+            lambda: t.view(-1),
+            lambda: a.reshape(-1),
+            (lambda: tt.view(-1)) if tt is not None else None,
+        ),
+    ]:
+        rows.append(Row(name, b, n, th, check=same(b, n, th)))
+    return rows
+
+
+GROUPS: list[Callable[[], list[Row]]] = [copy_rows, small_op_rows]
+
+
+def best_per_call(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
+    """Best per-call time in seconds over ``repeat`` repeats of ``min_time`` seconds each."""
+    timer = timeit.Timer(fn)
+    number = 1
+    while True:  # like Timer.autorange, but up to min_time
+        elapsed = timer.timeit(number)
+        if elapsed >= min_time:
+            break
+        number = max(number * 2, int(number * min_time / max(elapsed, 1e-9) * 1.1))
+    return min([elapsed, *timer.repeat(repeat=repeat - 1, number=number)]) / number
+
+
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "n/a" if r is None else f"{r:.2f}x"
+
+
+def versions(torch_threads: int | None) -> dict[str, Any]:
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or "unknown",
+        "cpu_count": os.cpu_count(),
+        "bridge": bridge.__version__,
+        "numpy": np.__version__,
+        "torch": torch.__version__ if torch is not None else None,
+        "torch_threads": torch_threads,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    p.add_argument("--repeat", type=int, default=5, help="timeit repeats, best taken (default 5)")
+    p.add_argument("--min-time", type=float, default=0.2,
+                   help="seconds each repeat lasts at least (default 0.2)")  # fmt: skip
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads (default 1, as NumPy copies)")  # fmt: skip
+    p.add_argument("-k", metavar="SUBSTRING", help="run only rows whose name contains this")
+    args = p.parse_args(argv)
+
+    if torch is not None:
+        torch.set_num_threads(args.torch_threads)
+    meta = versions(args.torch_threads if torch is not None else None)
+    print(f"bridge {meta['bridge']}  numpy {meta['numpy']}  torch {meta['torch'] or 'n/a'}"
+          f"{'' if torch is None else f' ({args.torch_threads} thread(s))'}  "
+          f"python {meta['python']}")  # fmt: skip
+    print(f"{meta['platform']}, {meta['cpu_count']} CPUs; best of {args.repeat} x >= "
+          f"{args.min_time}s per call\n")  # fmt: skip
+
+    results = []
+    for group in GROUPS:
+        for row in group():
+            if args.k and args.k not in row.name:
+                continue
+            if row.check is not None:
+                row.check()
+            times = {
+                lib: (best_per_call(fn, args.repeat, args.min_time) if fn is not None else None)
+                for lib, fn in (("bridge", row.bridge_fn), ("numpy", row.numpy_fn),
+                                ("torch", row.torch_fn))
+            }  # fmt: skip
+            b, n, th = times["bridge"], times["numpy"], times["torch"]
+            r_np = b / n if b is not None and n else None
+            r_th = b / th if b is not None and th else None
+            status = ""
+            if row.target is not None and r_np is not None:
+                status = f"{'ok' if r_np <= row.target else 'MISS'} (<= {row.target:.2f}x)"
+            results.append({
+                "name": row.name, "bridge_s": b, "numpy_s": n, "torch_s": th,
+                "bridge/numpy": r_np, "bridge/torch": r_th,
+                "target_bridge/numpy": row.target, "status": status or None,
+            })  # fmt: skip
+            print_row(results[-1], first=len(results) == 1)
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=2)
+            f.write("\n")
+        print(f"\nwrote {args.json}")
+    missed = [r["name"] for r in results if r["status"] and r["status"].startswith("MISS")]
+    if missed:
+        print(f"\ntarget missed: {', '.join(missed)}")
+    return 0
+
+
+COLUMNS = (("benchmark", 54), ("bridge", 10), ("numpy", 10), ("torch", 10),
+           ("br/np", 7), ("br/torch", 8), ("target", 0))  # fmt: skip
+
+
+def print_row(r: dict[str, Any], first: bool) -> None:
+    if first:
+        print("  ".join(f"{h:<{w}}" for h, w in COLUMNS).rstrip())
+        print("  ".join("-" * (w or 12) for _, w in COLUMNS))
+    cells = (r["name"], fmt_time(r["bridge_s"]), fmt_time(r["numpy_s"]), fmt_time(r["torch_s"]),
+             fmt_ratio(r["bridge/numpy"]), fmt_ratio(r["bridge/torch"]), r["status"] or "")  # fmt: skip
+    print("  ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS)).rstrip(), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
