@@ -185,6 +185,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     (ValueError when one would be needed). ``device`` asks the producer for
     that device (``"cpu"`` or a ``(device_type, device_id)`` pair).
 
+    torch tensors that are lazy conjugate/negative views are refused with
+    BufferError (their memory does not hold their values; torch's own export
+    does not always notice).
+
     Errors: BufferError for capsules bridge cannot represent (unknown dtype,
     lanes != 1, bad ndim, NULL shape, NULL strides from a >= 1.2 producer,
     NULL data for a non-empty tensor, major version != 1) and for consumed
@@ -206,6 +210,8 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
         api = _exchange_api_of(type(x))
         if api is not None:
             return _finish(_import_exchange(api, x))
+    if type(x).__module__.startswith("torch"):
+        _refuse_lazy_torch_view(x)
     method = getattr(x, "__dlpack__", None)
     if method is None:
         raise TypeError(f"{type(x).__name__} does not support DLPack (no __dlpack__ method)")
@@ -233,6 +239,19 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     if copy and not honoured_copy:
         out = out.clone(memory_format=contiguous_format)
     return out
+
+
+def _refuse_lazy_torch_view(x: Any) -> None:
+    # torch 2.13 exports lazily negated views (and, through its C exchange
+    # API, conjugated ones) as if their memory held their values.
+    for check, fix in (("is_conj", "resolve_conj"), ("is_neg", "resolve_neg")):
+        probe = getattr(x, check, None)
+        if probe is not None and probe():
+            kind = "conjugate" if check == "is_conj" else "negative"
+            raise BufferError(
+                f"this torch tensor is a lazy {kind} view; its memory does not hold its "
+                f"values. Call .{fix}() first (it makes a copy)"
+            )
 
 
 def _to_device(spec: Any) -> device:

@@ -568,12 +568,13 @@ static PyObject *py_import_exchange(PyObject *mod, PyObject *const *args, Py_ssi
  * Objects are built with tp_alloc and filled through the slot descriptors,
  * exactly as `object.__new__` + attribute stores would, minus the bytecode. */
 static PyTypeObject *tensor_type, *storage_type;
-static PyObject *cpu_device, *dtype_map, *api_cache, *py_to_dlpack, *py_finish;
+static PyObject *cpu_device, *dtype_map, *api_cache, *torch_types, *py_to_dlpack, *py_finish;
 static PyObject *t_storage, *t_dtype, *t_shape, *t_strides, *t_offset;
 static PyObject *s_ptr, *s_nbytes, *s_device, *s_dldev, *s_owner, *s_np, *s_readonly,
     *s_resizable, *s_filename, *s_shared;
 static PyObject *d_itemsize, *d_dlpack;
-static PyObject *str_dlpack, *str_max_version, *str_api, *kw_max_version, *max_version_value,
+static PyObject *str_dlpack, *str_max_version, *str_api, *str_is_conj, *str_is_neg,
+    *kw_max_version, *max_version_value,
     *cpu_dldev;
 static PyObject *dtype_table[32][129]; /* borrowed from dtype_map, by (code, bits) */
 
@@ -645,10 +646,54 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
   } else if (!PyCapsule_IsValid(api, NAME_API)) {
     Py_SETREF(api, Py_NewRef(Py_None));
   }
+  if (api != Py_None) {
+    PyObject *modname = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    if (modname == NULL) {
+      PyErr_Clear();
+    } else {
+      const char *m = PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
+      if (m != NULL && strncmp(m, "torch", 5) == 0 && PySet_Add(torch_types, (PyObject *)tp) < 0) {
+        Py_DECREF(modname);
+        Py_DECREF(api);
+        return NULL;
+      }
+      PyErr_Clear();
+      Py_DECREF(modname);
+    }
+  }
   if (PyDict_GET_SIZE(api_cache) > 1024) PyDict_Clear(api_cache); /* bound the cache */
   int rc = PyDict_SetItem(api_cache, (PyObject *)tp, api);
   Py_DECREF(api); /* the cache holds it */
   return rc < 0 ? NULL : api;
+}
+
+/* PyTorch's exchange API (2.13), like its __dlpack__ for the negative bit,
+ * hands out lazily conjugated or negated views as if they were plain: the
+ * consumer would read wrong values. Refuse them (torch's resolve_conj() /
+ * resolve_neg() make a plain copy when the caller wants one). */
+static int refuse_lazy_torch_view(PyTypeObject *tp, PyObject *x) {
+  int is_torch = PySet_Contains(torch_types, (PyObject *)tp);
+  if (is_torch <= 0) return is_torch;
+  PyObject *names[2] = {str_is_conj, str_is_neg};
+  for (size_t i = 0; i < 2; i++) {
+    PyObject *r = PyObject_CallMethodNoArgs(x, names[i]);
+    if (r == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear(); /* an older torch without the check: nothing lazy to see */
+      continue;
+    }
+    int bit = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (bit < 0) return -1;
+    if (bit) {
+      PyErr_Format(PyExc_BufferError,
+                   "this torch tensor is a lazy %s view; its memory does not hold its values. "
+                   "Call .%s() first (it makes a copy)",
+                   i == 0 ? "conjugate" : "negative", i == 0 ? "resolve_conj" : "resolve_neg");
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* fast_from_dlpack(x): bridge.from_dlpack(x) with no device/copy options.
@@ -665,6 +710,7 @@ static PyObject *py_fast_from_dlpack(PyObject *mod, PyObject *x) {
   PyObject *api = exchange_api_of(tp);
   if (api == NULL) return NULL;
   if (api != Py_None) {
+    if (refuse_lazy_torch_view(tp, x) < 0) return NULL;
     if (consume_exchange(api, x, &p) < 0) return NULL;
     return parsed_to_tensor(&p);
   }
@@ -846,9 +892,11 @@ static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     if (PyErr_Occurred()) return NULL;
     if (code >= 0 && code < 32 && bits >= 0 && bits <= 128) dtype_table[code][bits] = value;
   }
-  if (!(api_cache = PyDict_New()) || !(str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
+  if (!(api_cache = PyDict_New()) || !(torch_types = PySet_New(NULL)) || !(str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
       !(str_max_version = PyUnicode_InternFromString("max_version")) ||
+      !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
+      !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
       !(kw_max_version = PyTuple_Pack(1, str_max_version)) ||
       !(max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) ||
       !(cpu_dldev = Py_BuildValue("(ii)", kDLCPU, 0)))
