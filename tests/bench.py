@@ -36,6 +36,11 @@ try:
 except ImportError:  # torch is optional
     torch = None
 
+try:
+    import tvm_ffi
+except ImportError:  # apache-tvm-ffi is optional: the fastest DLPack peer today
+    tvm_ffi = None
+
 
 class Row(NamedTuple):
     """One benchmark: the same operation done by bridge, NumPy and torch."""
@@ -44,8 +49,10 @@ class Row(NamedTuple):
     bridge_fn: Callable[[], Any]
     numpy_fn: Callable[[], Any] | None
     torch_fn: Callable[[], Any] | None
-    target: float | None = None  # the bridge/numpy ratio to stay within
+    target: float | None = None  # the bridge/<target_vs> ratio to stay within
     check: Callable[[], None] | None = None  # run once before timing
+    tvm_fn: Callable[[], Any] | None = None  # apache-tvm-ffi doing the same, if installed
+    target_vs: str = "numpy"  # which column the target ratio is taken against
 
 
 def copy_rows() -> list[Row]:
@@ -116,7 +123,108 @@ def small_op_rows() -> list[Row]:
     return rows
 
 
-GROUPS: list[Callable[[], list[Row]]] = [copy_rows, small_op_rows]
+def _kib_operands() -> tuple[Any, Any, Any, Any]:
+    """A 1 KiB float32 vector as an ndarray, a bridge tensor, a torch and a tvm-ffi tensor."""
+    a = np.arange(256, dtype=np.float32)
+    b = bridge.from_numpy(a)
+    tt = torch.from_numpy(a) if torch is not None else None
+    tv = tvm_ffi.from_dlpack(a) if tvm_ffi is not None else None
+    return a, b, tt, tv
+
+
+def dlpack_rows() -> list[Row]:
+    """One DLPack exchange (issue 3's targets): export, import, import from torch."""
+    a, b, tt, tv = _kib_operands()
+
+    def aliases(make: Callable[[], Any], ptr: int) -> Callable[[], None]:
+        def check() -> None:
+            out = make()
+            got = out.data_ptr() if hasattr(out, "data_ptr") and callable(out.data_ptr) else (
+                np.asarray(out).__array_interface__["data"][0]
+            )
+            assert got == ptr, "the exchange copied"
+
+        return check
+
+    ptr = a.__array_interface__["data"][0]
+    return [
+        Row("export: np.from_dlpack(x)  [x = bridge | ndarray | torch | tvm]",
+            lambda: np.from_dlpack(b), lambda: np.from_dlpack(a),
+            (lambda: np.from_dlpack(tt)) if tt is not None else None,
+            target=0.35, target_vs="torch", check=aliases(lambda: np.from_dlpack(b), ptr),
+            tvm_fn=(lambda: np.from_dlpack(tv)) if tv is not None else None),
+        Row("import: lib.from_dlpack(ndarray)  [bridge | numpy | torch | tvm]",
+            lambda: bridge.from_dlpack(a), lambda: np.from_dlpack(a),
+            (lambda: torch.from_dlpack(a)) if torch is not None else None,
+            target=0.65, target_vs="torch", check=aliases(lambda: bridge.from_dlpack(a), ptr),
+            tvm_fn=(lambda: tvm_ffi.from_dlpack(a)) if tvm_ffi is not None else None),
+        Row("import from torch: lib.from_dlpack(torch_tensor)  [C exchange API]",
+            (lambda: bridge.from_dlpack(tt)) if tt is not None else (lambda: None),
+            (lambda: np.from_dlpack(tt)) if tt is not None else None,
+            (lambda: torch.from_dlpack(tt)) if tt is not None else None,
+            target=0.40, target_vs="numpy",
+            check=aliases(lambda: bridge.from_dlpack(tt), ptr) if tt is not None else None,
+            tvm_fn=(lambda: tvm_ffi.from_dlpack(tt)) if tv is not None and tt is not None else None),
+    ]  # fmt: skip
+
+
+def array_interface_rows() -> list[Row]:
+    """NumPy's own protocols (issue 4's targets)."""
+    a, b, tt, _ = _kib_operands()
+    ptr = a.__array_interface__["data"][0]
+
+    def check() -> None:
+        assert np.asarray(b).__array_interface__["data"][0] == ptr
+        assert bridge.from_numpy(a).data_ptr() == ptr
+
+    return [
+        Row("np.asarray(bridge) | np.asarray(ndarray) | torch_tensor.numpy()",
+            lambda: np.asarray(b), lambda: np.asarray(a),
+            tt.numpy if tt is not None else None, target=1.0, target_vs="torch", check=check),
+        Row("bridge.from_numpy | np.asarray | torch.from_numpy",
+            lambda: bridge.from_numpy(a), lambda: np.asarray(a),
+            (lambda: torch.from_numpy(a)) if torch is not None else None,
+            target=1.0, target_vs="torch"),
+    ]  # fmt: skip
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def size_independence(repeat: int, min_time: float) -> list[dict[str, Any]]:
+    """Zero-copy proof: the same exchanges at 1 KiB and 1 GiB take the same time
+    (within 1.1x) and 10,000 of them at 1 GiB add no resident memory."""
+    small = np.ones(256, dtype=np.float32)
+    big = np.ones(1 << 28, dtype=np.float32)  # 1 GiB, touched so it is resident
+    out = []
+    for name, op in (("export np.from_dlpack(bridge)", lambda x: np.from_dlpack(x)),
+                     ("import bridge.from_dlpack(ndarray)", None),
+                     ("np.asarray(bridge)", lambda x: np.asarray(x))):  # fmt: skip
+        times = {}
+        for label, arr in (("1 KiB", small), ("1 GiB", big)):
+            if op is None:
+                fn = lambda arr=arr: bridge.from_dlpack(arr)  # noqa: E731
+            else:
+                src = bridge.from_numpy(arr)
+                fn = lambda src=src, op=op: op(src)  # noqa: E731
+            times[label] = best_per_call(fn, repeat, min_time)
+            if label == "1 GiB":
+                before = rss_bytes()
+                for _ in range(10_000):
+                    fn()
+                grown = rss_bytes() - before
+        ratio = times["1 GiB"] / times["1 KiB"]
+        out.append({"name": name, "1KiB_s": times["1 KiB"], "1GiB_s": times["1 GiB"],
+                    "ratio": ratio, "rss_growth_bytes": grown,
+                    "status": "ok" if ratio <= 1.1 and grown < (1 << 20) else "MISS"})  # fmt: skip
+    del big
+    return out
+
+
+GROUPS: list[Callable[[], list[Row]]] = [copy_rows, small_op_rows, dlpack_rows, array_interface_rows]
 
 
 def best_per_call(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
@@ -189,34 +297,45 @@ def main(argv: list[str] | None = None) -> int:
             times = {
                 lib: (best_per_call(fn, args.repeat, args.min_time) if fn is not None else None)
                 for lib, fn in (("bridge", row.bridge_fn), ("numpy", row.numpy_fn),
-                                ("torch", row.torch_fn))
+                                ("torch", row.torch_fn), ("tvm", row.tvm_fn))
             }  # fmt: skip
-            b, n, th = times["bridge"], times["numpy"], times["torch"]
+            b, n, th, tv = times["bridge"], times["numpy"], times["torch"], times["tvm"]
             r_np = b / n if b is not None and n else None
             r_th = b / th if b is not None and th else None
+            r_tv = b / tv if b is not None and tv else None
             status = ""
-            if row.target is not None and r_np is not None:
-                status = f"{'ok' if r_np <= row.target else 'MISS'} (<= {row.target:.2f}x)"
+            against = {"numpy": r_np, "torch": r_th}[row.target_vs]
+            if row.target is not None and against is not None:
+                status = (f"{'ok' if against <= row.target else 'MISS'} "
+                          f"(br/{row.target_vs[:5]} <= {row.target:.2f}x)")  # fmt: skip
             results.append({
-                "name": row.name, "bridge_s": b, "numpy_s": n, "torch_s": th,
-                "bridge/numpy": r_np, "bridge/torch": r_th,
-                "target_bridge/numpy": row.target, "status": status or None,
+                "name": row.name, "bridge_s": b, "numpy_s": n, "torch_s": th, "tvm_s": tv,
+                "bridge/numpy": r_np, "bridge/torch": r_th, "bridge/tvm": r_tv,
+                "target": row.target, "target_vs": row.target_vs, "status": status or None,
             })  # fmt: skip
             print_row(results[-1], first=len(results) == 1)
+
+    if not args.k or "size" in args.k:
+        print("\nzero-copy: the same exchange at 1 KiB and 1 GiB (10,000 calls at 1 GiB for RSS)")
+        for r in size_independence(args.repeat, args.min_time):
+            print(f"  {r['name']:<36} 1 KiB {fmt_time(r['1KiB_s']):>9}  1 GiB "
+                  f"{fmt_time(r['1GiB_s']):>9}  ratio {r['ratio']:.2f}x  RSS "
+                  f"+{r['rss_growth_bytes'] // 1024} KiB  {r['status']} (<= 1.10x, < 1 MiB)")  # fmt: skip
+            results.append({"name": "size: " + r["name"], **r})
 
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=2)
             f.write("\n")
         print(f"\nwrote {args.json}")
-    missed = [r["name"] for r in results if r["status"] and r["status"].startswith("MISS")]
+    missed = [r["name"] for r in results if r.get("status") and r["status"].startswith("MISS")]
     if missed:
         print(f"\ntarget missed: {', '.join(missed)}")
     return 0
 
 
-COLUMNS = (("benchmark", 54), ("bridge", 10), ("numpy", 10), ("torch", 10),
-           ("br/np", 7), ("br/torch", 8), ("target", 0))  # fmt: skip
+COLUMNS = (("benchmark", 66), ("bridge", 9), ("numpy", 9), ("torch", 9), ("tvm-ffi", 9),
+           ("br/np", 6), ("br/torch", 8), ("br/tvm", 6), ("target", 0))  # fmt: skip
 
 
 def print_row(r: dict[str, Any], first: bool) -> None:
@@ -224,7 +343,8 @@ def print_row(r: dict[str, Any], first: bool) -> None:
         print("  ".join(f"{h:<{w}}" for h, w in COLUMNS).rstrip())
         print("  ".join("-" * (w or 12) for _, w in COLUMNS))
     cells = (r["name"], fmt_time(r["bridge_s"]), fmt_time(r["numpy_s"]), fmt_time(r["torch_s"]),
-             fmt_ratio(r["bridge/numpy"]), fmt_ratio(r["bridge/torch"]), r["status"] or "")  # fmt: skip
+             fmt_time(r["tvm_s"]), fmt_ratio(r["bridge/numpy"]), fmt_ratio(r["bridge/torch"]),
+             fmt_ratio(r["bridge/tvm"]), r["status"] or "")  # fmt: skip
     print("  ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS)).rstrip(), flush=True)
 
 
