@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint gen gen-check install clean
+.PHONY: run test test-gpu bench lint gen gen-check install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# On a GPU machine, in the environment ../shared/GPU.md sets up (no .venv, no
+# network there): the CUDA tests, which skip cleanly without CUDA.
+test-gpu:
+	$(PY) -m pytest tests/gpu -v -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py

@@ -668,7 +668,13 @@ class Tensor:
 
     def clone(self, memory_format: memory_format = preserve_format) -> Tensor:
         """A copy in new memory with the layout of ``memory_format``
-        (``preserve_format``: the same strides when dense, else the same dim order)."""
+        (``preserve_format``: the same strides when dense, else the same dim order).
+        Device memory is copied on its device by the kernel registered for it
+        (CUDA: CuPy); RuntimeError when there is none."""
+        if not self._storage._device.is_host_accessible:
+            strides = _layout_strides(self._shape, self._strides, memory_format)
+            copied: Tensor = _device_kernel(self, "clone")(self, strides)
+            return copied
         out = Tensor._make(
             UntypedStorage._allocate(self.numel() * self._dtype.itemsize),
             self._dtype,
@@ -683,6 +689,13 @@ class Tensor:
         """Copy ``src`` (tensor, array, nested list or scalar; broadcast to this
         shape and cast to this dtype as PyTorch casts) into this tensor in place."""
         self._check_writable()
+        if not self._storage._device.is_host_accessible or (
+            isinstance(src, Tensor) and not src._storage._device.is_host_accessible
+        ):
+            _device_kernel(self if not self._storage._device.is_host_accessible else src, "copy_")(
+                self, src
+            )
+            return self
         if isinstance(src, Tensor) and src._dtype is self._dtype:
             dst_np = self._np_view(bits=True)
             np.copyto(dst_np, _broadcast_for(src._np_view(bits=True), self._shape), casting="no")
@@ -863,6 +876,23 @@ class Tensor:
 
 
 # ---------------------------------------------------------------- helpers
+
+# Copy kernels for memory the host cannot touch, by device type, registered by
+# the interop module that knows a library for it (bridge.array_interface: CuPy).
+DEVICE_KERNELS: dict[str, dict[str, Callable[..., Any]]] = {}
+
+
+def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
+    dev = t._storage._device
+    kernel = DEVICE_KERNELS.get(dev.type, {}).get(op)
+    if kernel is None:
+        raise RuntimeError(
+            f"{op}() of {dev} memory needs a library that can copy it on the device "
+            f"(for CUDA: CuPy, `pip install cupy-cuda12x`); bridge never reads device memory "
+            "on the host"
+        )
+    return kernel
+
 
 
 def _layout_strides(

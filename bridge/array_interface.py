@@ -23,6 +23,7 @@ import numpy as np
 
 from bridge import _capi, _dtypes
 from bridge import _strides as S
+from bridge import _tensor as _tensor_mod
 from bridge._device import CPU, device
 from bridge._storage import UntypedStorage, byte_array
 from bridge._tensor import Tensor
@@ -288,6 +289,49 @@ def _current_cuda_device() -> int:
             continue
     return 0
 
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError:
+        raise RuntimeError(
+            "copying CUDA memory needs CuPy (`pip install cupy-cuda12x`); bridge never reads "
+            "device memory on the host"
+        ) from None
+    return cupy
+
+
+def _cuda_clone(t: Tensor, strides: tuple[int, ...]) -> Tensor:
+    """clone() of a CUDA tensor: CuPy copies on the tensor's device into new
+    memory laid out with ``strides`` (a dense layout of ``t.shape``)."""
+    cupy = _cupy()
+    with cupy.cuda.Device(t.device.index or 0):
+        src = cupy.asarray(t)  # through __cuda_array_interface__, no copy
+        isz = t._dtype.itemsize
+        dst = cupy.ndarray(
+            t.shape,
+            src.dtype,
+            memptr=cupy.cuda.alloc(max(t.numel(), 1) * isz),
+            strides=tuple(st * isz for st in strides),
+        )
+        dst[...] = src
+    return from_cuda_array_interface(dst, device_id=t.device.index or 0)
+
+
+def _cuda_copy(dst: Tensor, src: Any) -> None:
+    """copy_() into or out of CUDA memory, through CuPy (broadcasting and casting
+    as NumPy does; host sources are uploaded)."""
+    cupy = _cupy()
+    dev = dst.device if dst.is_cuda else src.device
+    with cupy.cuda.Device(dev.index or 0):
+        value = cupy.asarray(src) if isinstance(src, Tensor) else cupy.asarray(np.asarray(src))
+        if dst.is_cuda:
+            cupy.asarray(dst)[...] = value
+        else:
+            np.copyto(dst.numpy(), cupy.asnumpy(value), casting="unsafe")
+
+
+_tensor_mod.DEVICE_KERNELS["cuda"] = {"clone": _cuda_clone, "copy_": _cuda_copy}
 
 Tensor.__array_struct__ = _array_struct
 Tensor.__array_interface__ = property(_array_interface)

@@ -354,3 +354,23 @@ def test_cuda_interface_rejections(overrides, exc, match):
 def test_cuda_interface_missing():
     with pytest.raises(TypeError, match="no __cuda_array_interface__"):
         bridge.from_cuda_array_interface(object())
+
+
+def test_cuda_copies_without_cupy_raise_clearly(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    t = bridge.from_cuda_array_interface(FakeCuda(), device_id=0)
+    with pytest.raises(RuntimeError, match="CuPy"):
+        t.clone()
+    with pytest.raises(RuntimeError, match="CuPy"):
+        t.t().contiguous()
+    with pytest.raises(RuntimeError, match="CuPy"):
+        t.copy_(bridge.zeros(2, 3))
+    with pytest.raises(RuntimeError, match="CuPy"):
+        bridge.zeros(2, 3).copy_(t)
+
+
+def test_other_device_copies_raise_clearly():
+    t = bridge.from_cuda_array_interface(FakeCuda(), device_id=0)
+    t.untyped_storage()._device = bridge.device("rocm", 0)
+    with pytest.raises(RuntimeError, match="rocm:0"):
+        t.clone()
