@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # --no-build-isolation: the build needs only setuptools (already in .venv) and a
 # C compiler, so no isolated build environment has to be downloaded.
-$(STAMP): $(BIN)/python pyproject.toml cdefs/_native.c cdefs/bridge.c cdefs/bridge.h cdefs/dlpack.h
+$(STAMP): $(BIN)/python pyproject.toml cdefs/_native.c cdefs/bridge.c cdefs/bridge.h cdefs/dlpack.h cdefs/arrow_c_data.h
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev]"
 	touch $@
 

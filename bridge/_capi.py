@@ -36,12 +36,21 @@ api_alloc = _ns["api_alloc"]
 api_stream = _ns["api_stream"]
 capsule_info = _ns["capsule_info"]
 mark_consumed = _ns["mark_consumed"]
+arrow_export_schema = _ns["arrow_export_schema"]
+arrow_export_array = _ns["arrow_export_array"]
+arrow_export_device_array = _ns["arrow_export_device_array"]
+arrow_export_stream = _ns["arrow_export_stream"]
+arrow_import = _ns["arrow_import"]
+arrow_import_stream = _ns["arrow_import_stream"]
+pyarrow_array = _ns["pyarrow_array"]
+setup_arrow = _ns["setup_arrow"]
 
 
 def stats() -> dict[str, int]:
     """Counters kept in C: exports made and their deleters run, imports made
     and their guards released, test-deleter calls."""
-    out = ffi.new("uint64_t[5]")
+    out = ffi.new("uint64_t[9]")
     lib.bridge_stats(out)
-    keys = ("exports", "export_deleters", "imports", "import_releases", "test_deleters")
+    keys = ("exports", "export_deleters", "imports", "import_releases", "test_deleters",
+            "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases")  # fmt: skip
     return dict(zip(keys, (int(v) for v in out)))

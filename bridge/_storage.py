@@ -382,6 +382,15 @@ class UntypedStorage:
             arr = self._np = byte_array(self._ptr, self._nbytes, self._readonly, self._owner)
         return arr
 
+    def _keepalive(self) -> Any:
+        """The object an exporter must hold to keep these bytes valid.
+
+        The NumPy byte view holds the buffer export of from_buffer storages (the
+        bare exporter could be resized once unexported) and keeps the owner
+        alive for every other kind; device memory has only its owner."""
+        arr = self._np
+        return self._owner if arr is None else arr
+
     def _check_writable(self) -> None:
         if self._readonly:
             raise ValueError("cannot write to a read-only storage (the memory was borrowed read-only)")

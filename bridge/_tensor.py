@@ -20,6 +20,7 @@ import numpy as np
 
 from bridge import _dtypes
 from bridge import _strides as S
+from bridge._device import CPU as _CPU
 from bridge._device import device
 from bridge._dtypes import dtype
 from bridge._storage import UntypedStorage
@@ -123,6 +124,38 @@ class Tensor:
         self._strides = strides
         self._offset = offset
         return self
+
+    @classmethod
+    def _over_memory(
+        cls,
+        ptr: _Int,
+        dt: dtype,
+        shape: tuple[_Int, ...],
+        byte_strides: tuple[_Int, ...],
+        owner: Any,
+        *,
+        readonly: _Bool,
+        dev: device | None = None,
+    ) -> Tensor:
+        """A tensor over foreign memory whose first element is at ``ptr``, with
+        ``owner`` keeping it alive: the storage spans exactly the reachable
+        elements (negative strides included). ValueError when a byte stride
+        is not a whole number of elements."""
+        isz = dt.itemsize
+        strides = []
+        for d, st in enumerate(byte_strides):
+            if st % isz:
+                raise ValueError(
+                    f"stride of {st} bytes in dim {d} is not a multiple of the item size "
+                    f"({isz} bytes); a tensor's strides count whole elements"
+                )
+            strides.append(st // isz)
+        el_strides = tuple(strides)
+        lo, hi = S.extent(shape, el_strides, 0)
+        storage = UntypedStorage._wrap(
+            ptr + lo * isz, (hi - lo) * isz, _CPU if dev is None else dev, owner, readonly=readonly
+        )
+        return Tensor._make(storage, dt, shape, el_strides, -lo)
 
     def _view(self, shape: tuple[_Int, ...], strides: tuple[_Int, ...], offset: _Int) -> Tensor:
         """A view derived from this one by stride arithmetic (in bounds by construction)."""

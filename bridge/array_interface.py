@@ -24,8 +24,8 @@ import numpy as np
 from bridge import _capi, _dtypes
 from bridge import _strides as S
 from bridge import _tensor as _tensor_mod
-from bridge._device import CPU, device
-from bridge._storage import UntypedStorage, byte_array
+from bridge._device import device
+from bridge._storage import UntypedStorage
 from bridge._tensor import Tensor
 
 __all__ = ["from_numpy", "frombuffer", "from_cuda_array_interface", "CudaArrayInterfaceOwner"]
@@ -40,30 +40,12 @@ def _from_numpy_slow(a: Any) -> Tensor:
     return _wrap_host_array(a, dt)
 
 
-def _byte_strides_to_elements(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    for d, st in enumerate(strides):
-        if st % itemsize:
-            raise ValueError(
-                f"stride of {st} bytes in dim {d} is not a multiple of the item size "
-                f"({itemsize} bytes); a tensor's strides count whole elements"
-            )
-    return tuple(st // itemsize for st in strides)
-
-
 def _wrap_host_array(a: np.ndarray[Any, Any], dt: _dtypes.dtype) -> Tensor:
     """A tensor over a NumPy array's memory, with the array as the owner."""
-    isz = dt.itemsize
-    shape = tuple(a.shape)
-    strides = _byte_strides_to_elements(tuple(a.strides), isz)
     ptr = a.__array_interface__["data"][0]
-    lo, hi = S.extent(shape, strides, 0)
-    readonly = not a.flags.writeable
-    start = ptr + lo * isz
-    nbytes = (hi - lo) * isz
-    storage = UntypedStorage._wrap(
-        start, nbytes, CPU, a, readonly=readonly, arr=byte_array(start, nbytes, readonly, a)
+    return Tensor._over_memory(
+        ptr, dt, tuple(a.shape), tuple(a.strides), a, readonly=not a.flags.writeable
     )
-    return Tensor._make(storage, dt, shape, strides, -lo)
 
 
 _array_struct, from_numpy = _capi.setup_numpy(Tensor, np.ndarray, _from_numpy_slow)
@@ -260,19 +242,15 @@ def from_cuda_array_interface(obj: Any, *, device_id: int | None = None) -> Tens
     dt = _dtypes.from_numpy_dtype(np_dt)
     byte_strides = cai.get("strides")
     if byte_strides is None:
-        strides = S.contiguous_strides(shape)
-    else:
-        strides = _byte_strides_to_elements(tuple(int(s) for s in byte_strides), dt.itemsize)
-    lo, hi = S.extent(shape, strides, 0)
+        byte_strides = tuple(st * dt.itemsize for st in S.contiguous_strides(shape))
     ptr = int(ptr or 0)
     if ptr == 0 and S.prod(shape):
         raise ValueError("__cuda_array_interface__ has a NULL pointer for a non-empty array")
     dev = device("cuda", _current_cuda_device() if device_id is None else device_id)
-    owner = CudaArrayInterfaceOwner(obj, stream)
-    storage = UntypedStorage._wrap(
-        ptr + lo * dt.itemsize, (hi - lo) * dt.itemsize, dev, owner, readonly=bool(readonly)
-    )
-    return Tensor._make(storage, dt, shape, strides, -lo)
+    return Tensor._over_memory(
+        ptr, dt, shape, tuple(int(st) for st in byte_strides),
+        CudaArrayInterfaceOwner(obj, stream), readonly=bool(readonly), dev=dev,
+    )  # fmt: skip
 
 
 def _current_cuda_device() -> int:

@@ -43,14 +43,6 @@ _OUR_API = _capi.exchange_api
 _MAX_VERSION = DLPACK_VERSION
 
 
-def _keepalive(storage: UntypedStorage) -> Any:
-    # The NumPy byte view holds the buffer export of from_buffer storages (the
-    # bare exporter could be resized once unexported), and keeps the owner
-    # alive for every other kind; device memory has only its owner.
-    arr = storage._np
-    return storage._owner if arr is None else arr
-
-
 def _check_stream(t: Tensor, stream: Any) -> None:
     if stream is None:
         return
@@ -74,7 +66,7 @@ def _export_values(t: Tensor, flags: int) -> tuple[Any, ...]:
         flags |= FLAG_READ_ONLY
     dev_type, dev_id = st._device.to_dlpack()
     data = st._ptr + t._offset * t._dtype.itemsize
-    return (_keepalive(st), data, dev_type, dev_id, code, bits, t._shape, t._strides, flags)
+    return (st._keepalive(), data, dev_type, dev_id, code, bits, t._shape, t._strides, flags)
 
 
 def to_dlpack(

@@ -581,88 +581,125 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 #include <stdint.h>
 #include <stddef.h>
 #include "dlpack.h"
+#include "arrow_c_data.h"
 #include "bridge.h"
 
 
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLDeviceType, int32_t, void * *)
-/*  1 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
-/*  2 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
-/*  3 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // void * *
-/*  4 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  5 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLManagedTensorVersioned *, void * *)
-/*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 55), // DLManagedTensorVersioned *
-/*  7 */ _CFFI_OP(_CFFI_OP_NOOP, 3),
-/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  9 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 10 */ _CFFI_OP(_CFFI_OP_POINTER, 60), // DLTensor *
-/* 11 */ _CFFI_OP(_CFFI_OP_POINTER, 6), // DLManagedTensorVersioned * *
-/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // void *
-/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(void *, char const *, char const *)
-/* 14 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 15 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(uintptr_t)
-/* 16 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 26), // uintptr_t
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 68), // char const *()(struct ArrowArrayStream *)
+/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 96), // struct ArrowArrayStream *
+/*  2 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLDeviceType, int32_t, void * *)
+/*  4 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
+/*  5 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
+/*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // void * *
+/*  7 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLManagedTensorVersioned *, void * *)
+/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // DLManagedTensorVersioned *
+/* 10 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
+/* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 80), // DLTensor *
+/* 14 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // DLManagedTensorVersioned * *
+/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 111), // void *
+/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // void(*)(void *, char const *, char const *)
 /* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, DLManagedTensorVersioned * *)
-/* 19 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 20 */ _CFFI_OP(_CFFI_OP_NOOP, 11),
+/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(struct ArrowArrayStream *, struct ArrowArray *)
+/* 19 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 20 */ _CFFI_OP(_CFFI_OP_POINTER, 95), // struct ArrowArray *
 /* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, DLTensor *)
-/* 23 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 24 */ _CFFI_OP(_CFFI_OP_NOOP, 10),
+/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 23 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 24 */ _CFFI_OP(_CFFI_OP_POINTER, 99), // struct ArrowSchema *
 /* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 28), // int()(void *, int)
-/* 27 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 28 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
-/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION, 12), // void *()(size_t, int)
-/* 31 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 32 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
-/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 34 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(DLManagedTensor *)
-/* 35 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // DLManagedTensor *
+/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(uintptr_t)
+/* 27 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 26), // uintptr_t
+/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, DLManagedTensorVersioned * *)
+/* 30 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
+/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, DLTensor *)
+/* 34 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 35 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
 /* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(DLManagedTensorVersioned *)
-/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
-/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(uint64_t *)
-/* 41 */ _CFFI_OP(_CFFI_OP_POINTER, 71), // uint64_t *
-/* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(void *)
-/* 44 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 75), // void()(void *, char const *, char const *)
-/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 48 */ _CFFI_OP(_CFFI_OP_POINTER, 61), // char const *
-/* 49 */ _CFFI_OP(_CFFI_OP_NOOP, 48),
+/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, int)
+/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 39 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 41 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
+/* 42 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 43 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 44 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(DLManagedTensor *)
+/* 46 */ _CFFI_OP(_CFFI_OP_POINTER, 74), // DLManagedTensor *
+/* 47 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(DLManagedTensorVersioned *)
+/* 49 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
 /* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 51 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 52 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 53 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 54 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // DLManagedTensor
-/* 55 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // DLManagedTensorVersioned
-/* 56 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // DLPackExchangeAPI
-/* 57 */ _CFFI_OP(_CFFI_OP_POINTER, 58), // DLPackExchangeAPIHeader *
-/* 58 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // DLPackExchangeAPIHeader
-/* 59 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 60 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 61 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 62 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // int(*)(DLDeviceType, int32_t, void * *)
-/* 63 */ _CFFI_OP(_CFFI_OP_POINTER, 5), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 64 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 65 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 66 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(void *, DLTensor *)
-/* 67 */ _CFFI_OP(_CFFI_OP_POINTER, 68), // int64_t *
-/* 68 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 69 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 70 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 71 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 72 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 73 */ _CFFI_OP(_CFFI_OP_POINTER, 34), // void(*)(DLManagedTensor *)
-/* 74 */ _CFFI_OP(_CFFI_OP_POINTER, 37), // void(*)(DLManagedTensorVersioned *)
-/* 75 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowArray *)
+/* 52 */ _CFFI_OP(_CFFI_OP_NOOP, 20),
+/* 53 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowArrayStream *)
+/* 55 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 56 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowSchema *)
+/* 58 */ _CFFI_OP(_CFFI_OP_NOOP, 24),
+/* 59 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(uint64_t *)
+/* 61 */ _CFFI_OP(_CFFI_OP_POINTER, 102), // uint64_t *
+/* 62 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 63 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(void *)
+/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 65 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 66 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(void *, char const *, char const *)
+/* 67 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 68 */ _CFFI_OP(_CFFI_OP_POINTER, 82), // char const *
+/* 69 */ _CFFI_OP(_CFFI_OP_NOOP, 68),
+/* 70 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 72 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 73 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 74 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
+/* 75 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
+/* 76 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
+/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 78), // DLPackExchangeAPIHeader *
+/* 78 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
+/* 79 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 80 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
+/* 82 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 83 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
+/* 84 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 85 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
+/* 87 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 88 */ _CFFI_OP(_CFFI_OP_POINTER, 29), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 89 */ _CFFI_OP(_CFFI_OP_POINTER, 33), // int(*)(void *, DLTensor *)
+/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // int64_t *
+/* 91 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 92 */ _CFFI_OP(_CFFI_OP_ARRAY, 91), // int64_t[3]
+/* 93 */ (_cffi_opcode_t)(3),
+/* 94 */ _CFFI_OP(_CFFI_OP_POINTER, 20), // struct ArrowArray * *
+/* 95 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
+/* 96 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
+/* 97 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
+/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // struct ArrowSchema * *
+/* 99 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
+/* 100 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 101 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 102 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 104 */ _CFFI_OP(_CFFI_OP_POINTER, 105), // void const * *
+/* 105 */ _CFFI_OP(_CFFI_OP_POINTER, 111), // void const *
+/* 106 */ _CFFI_OP(_CFFI_OP_POINTER, 45), // void(*)(DLManagedTensor *)
+/* 107 */ _CFFI_OP(_CFFI_OP_POINTER, 48), // void(*)(DLManagedTensorVersioned *)
+/* 108 */ _CFFI_OP(_CFFI_OP_POINTER, 51), // void(*)(struct ArrowArray *)
+/* 109 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // void(*)(struct ArrowArrayStream *)
+/* 110 */ _CFFI_OP(_CFFI_OP_POINTER, 57), // void(*)(struct ArrowSchema *)
+/* 111 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -982,7 +1019,7 @@ _cffi_f_bridge_aligned_alloc(PyObject *self, PyObject *args)
   Py_END_ALLOW_THREADS
 
   (void)self; /* unused */
-  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(12));
+  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(15));
   return pyresult;
 }
 #else
@@ -1002,10 +1039,10 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(12), arg0, (char **)&x0);
+      _cffi_type(15), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(12), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(15), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1046,10 +1083,10 @@ _cffi_f_bridge_call_deleter_in_thread(PyObject *self, PyObject *args)
     return NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(12), arg0, (char **)&x0);
+      _cffi_type(15), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(12), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(15), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1116,10 +1153,10 @@ _cffi_f_bridge_stats(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(41), arg0, (char **)&x0);
+      _cffi_type(61), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (uint64_t *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(41), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(61), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1152,10 +1189,10 @@ _cffi_f_bridge_test_deleter(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(35), arg0, (char **)&x0);
+      _cffi_type(46), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (DLManagedTensor *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(35), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(46), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1188,10 +1225,10 @@ _cffi_f_bridge_test_deleter_versioned(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(6), arg0, (char **)&x0);
+      _cffi_type(9), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (DLManagedTensorVersioned *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(6), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(9), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1210,6 +1247,33 @@ _cffi_f_bridge_test_deleter_versioned(PyObject *self, PyObject *arg0)
 #else
 #  define _cffi_f_bridge_test_deleter_versioned _cffi_d_bridge_test_deleter_versioned
 #endif
+
+static int _cffi_const_ARROW_FLAG_DICTIONARY_ORDERED(unsigned long long *o)
+{
+  int n = (ARROW_FLAG_DICTIONARY_ORDERED) <= 0;
+  *o = (unsigned long long)((ARROW_FLAG_DICTIONARY_ORDERED) | 0);  /* check that ARROW_FLAG_DICTIONARY_ORDERED is an integer */
+  if (!_cffi_check_int(*o, n, 1U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_ARROW_FLAG_MAP_KEYS_SORTED(unsigned long long *o)
+{
+  int n = (ARROW_FLAG_MAP_KEYS_SORTED) <= 0;
+  *o = (unsigned long long)((ARROW_FLAG_MAP_KEYS_SORTED) | 0);  /* check that ARROW_FLAG_MAP_KEYS_SORTED is an integer */
+  if (!_cffi_check_int(*o, n, 4U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_ARROW_FLAG_NULLABLE(unsigned long long *o)
+{
+  int n = (ARROW_FLAG_NULLABLE) <= 0;
+  *o = (unsigned long long)((ARROW_FLAG_NULLABLE) | 0);  /* check that ARROW_FLAG_NULLABLE is an integer */
+  if (!_cffi_check_int(*o, n, 2U))
+    n |= 2;
+  return n;
+}
 
 static int _cffi_const_BRIDGE_ALIGNMENT(unsigned long long *o)
 {
@@ -1275,6 +1339,67 @@ static int _cffi_const_DLPACK_MINOR_VERSION(unsigned long long *o)
 }
 
 _CFFI_UNUSED_FN
+static void _cffi_checkfld_struct_ArrowArray(struct ArrowArray *p)
+{
+  /* only to generate compile-time warnings or errors */
+  (void)p;
+  (void)((p->length) | 0);  /* check that 'struct ArrowArray.length' is an integer */
+  (void)((p->null_count) | 0);  /* check that 'struct ArrowArray.null_count' is an integer */
+  (void)((p->offset) | 0);  /* check that 'struct ArrowArray.offset' is an integer */
+  (void)((p->n_buffers) | 0);  /* check that 'struct ArrowArray.n_buffers' is an integer */
+  (void)((p->n_children) | 0);  /* check that 'struct ArrowArray.n_children' is an integer */
+  { void const * * *tmp = &p->buffers; (void)tmp; }
+  { struct ArrowArray * * *tmp = &p->children; (void)tmp; }
+  { struct ArrowArray * *tmp = &p->dictionary; (void)tmp; }
+  { void(* *tmp)(struct ArrowArray *) = &p->release; (void)tmp; }
+  { void * *tmp = &p->private_data; (void)tmp; }
+}
+struct _cffi_align_struct_ArrowArray { char x; struct ArrowArray y; };
+
+_CFFI_UNUSED_FN
+static void _cffi_checkfld_struct_ArrowArrayStream(struct ArrowArrayStream *p)
+{
+  /* only to generate compile-time warnings or errors */
+  (void)p;
+  { int(* *tmp)(struct ArrowArrayStream *, struct ArrowSchema *) = &p->get_schema; (void)tmp; }
+  { int(* *tmp)(struct ArrowArrayStream *, struct ArrowArray *) = &p->get_next; (void)tmp; }
+  { char const *(* *tmp)(struct ArrowArrayStream *) = &p->get_last_error; (void)tmp; }
+  { void(* *tmp)(struct ArrowArrayStream *) = &p->release; (void)tmp; }
+  { void * *tmp = &p->private_data; (void)tmp; }
+}
+struct _cffi_align_struct_ArrowArrayStream { char x; struct ArrowArrayStream y; };
+
+_CFFI_UNUSED_FN
+static void _cffi_checkfld_struct_ArrowDeviceArray(struct ArrowDeviceArray *p)
+{
+  /* only to generate compile-time warnings or errors */
+  (void)p;
+  { struct ArrowArray *tmp = &p->array; (void)tmp; }
+  (void)((p->device_id) | 0);  /* check that 'struct ArrowDeviceArray.device_id' is an integer */
+  (void)((p->device_type) | 0);  /* check that 'struct ArrowDeviceArray.device_type' is an integer */
+  { void * *tmp = &p->sync_event; (void)tmp; }
+  { int64_t(*tmp)[3] = &p->reserved; (void)tmp; }
+}
+struct _cffi_align_struct_ArrowDeviceArray { char x; struct ArrowDeviceArray y; };
+
+_CFFI_UNUSED_FN
+static void _cffi_checkfld_struct_ArrowSchema(struct ArrowSchema *p)
+{
+  /* only to generate compile-time warnings or errors */
+  (void)p;
+  { char const * *tmp = &p->format; (void)tmp; }
+  { char const * *tmp = &p->name; (void)tmp; }
+  { char const * *tmp = &p->metadata; (void)tmp; }
+  (void)((p->flags) | 0);  /* check that 'struct ArrowSchema.flags' is an integer */
+  (void)((p->n_children) | 0);  /* check that 'struct ArrowSchema.n_children' is an integer */
+  { struct ArrowSchema * * *tmp = &p->children; (void)tmp; }
+  { struct ArrowSchema * *tmp = &p->dictionary; (void)tmp; }
+  { void(* *tmp)(struct ArrowSchema *) = &p->release; (void)tmp; }
+  { void * *tmp = &p->private_data; (void)tmp; }
+}
+struct _cffi_align_struct_ArrowSchema { char x; struct ArrowSchema y; };
+
+_CFFI_UNUSED_FN
 static void _cffi_checkfld__DLManagedTensor(DLManagedTensor *p)
 {
   /* only to generate compile-time warnings or errors */
@@ -1323,6 +1448,9 @@ static void _cffi_checkfld__DLPackExchangeAPIHeader(DLPackExchangeAPIHeader *p)
 struct _cffi_align__DLPackExchangeAPIHeader { char x; DLPackExchangeAPIHeader y; };
 
 static const struct _cffi_global_s _cffi_globals[] = {
+  { "ARROW_FLAG_DICTIONARY_ORDERED", (void *)_cffi_const_ARROW_FLAG_DICTIONARY_ORDERED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "ARROW_FLAG_MAP_KEYS_SORTED", (void *)_cffi_const_ARROW_FLAG_MAP_KEYS_SORTED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "ARROW_FLAG_NULLABLE", (void *)_cffi_const_ARROW_FLAG_NULLABLE, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "BRIDGE_ALIGNMENT", (void *)_cffi_const_BRIDGE_ALIGNMENT, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "BRIDGE_MAX_NDIM", (void *)_cffi_const_BRIDGE_MAX_NDIM, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_IS_COPIED", (void *)_cffi_const_DLPACK_FLAG_BITMASK_IS_COPIED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
@@ -1330,13 +1458,13 @@ static const struct _cffi_global_s _cffi_globals[] = {
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 30), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 43), (void *)_cffi_d_bridge_aligned_free },
-  { "bridge_call_deleter_in_thread", (void *)_cffi_f_bridge_call_deleter_in_thread, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 26), (void *)_cffi_d_bridge_call_deleter_in_thread },
-  { "bridge_install", (void *)_cffi_f_bridge_install, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 15), (void *)_cffi_d_bridge_install },
-  { "bridge_stats", (void *)_cffi_f_bridge_stats, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 40), (void *)_cffi_d_bridge_stats },
-  { "bridge_test_deleter", (void *)_cffi_f_bridge_test_deleter, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 34), (void *)_cffi_d_bridge_test_deleter },
-  { "bridge_test_deleter_versioned", (void *)_cffi_f_bridge_test_deleter_versioned, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 37), (void *)_cffi_d_bridge_test_deleter_versioned },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 41), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 63), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_call_deleter_in_thread", (void *)_cffi_f_bridge_call_deleter_in_thread, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 37), (void *)_cffi_d_bridge_call_deleter_in_thread },
+  { "bridge_install", (void *)_cffi_f_bridge_install, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 26), (void *)_cffi_d_bridge_install },
+  { "bridge_stats", (void *)_cffi_f_bridge_stats, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 60), (void *)_cffi_d_bridge_stats },
+  { "bridge_test_deleter", (void *)_cffi_f_bridge_test_deleter, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 45), (void *)_cffi_d_bridge_test_deleter },
+  { "bridge_test_deleter_versioned", (void *)_cffi_f_bridge_test_deleter_versioned, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 48), (void *)_cffi_d_bridge_test_deleter_versioned },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1376,141 +1504,237 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 72) },
+            _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 72) },
+            _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 69) },
+             _CFFI_OP(_CFFI_OP_NOOP, 100) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 1) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 4) },
   { "device_id", offsetof(DLDevice, device_id),
                  sizeof(((DLDevice *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 2) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 70) },
+             _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 70) },
+             _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
-            _CFFI_OP(_CFFI_OP_NOOP, 12) },
+            _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 53) },
+              _CFFI_OP(_CFFI_OP_NOOP, 73) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
-            _CFFI_OP(_CFFI_OP_NOOP, 2) },
+            _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 51) },
+             _CFFI_OP(_CFFI_OP_NOOP, 71) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 67) },
+             _CFFI_OP(_CFFI_OP_NOOP, 90) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 67) },
+               _CFFI_OP(_CFFI_OP_NOOP, 90) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 71) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 102) },
+  { "length", offsetof(struct ArrowArray, length),
+              sizeof(((struct ArrowArray *)0)->length),
+              _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "null_count", offsetof(struct ArrowArray, null_count),
+                  sizeof(((struct ArrowArray *)0)->null_count),
+                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "offset", offsetof(struct ArrowArray, offset),
+              sizeof(((struct ArrowArray *)0)->offset),
+              _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "n_buffers", offsetof(struct ArrowArray, n_buffers),
+                 sizeof(((struct ArrowArray *)0)->n_buffers),
+                 _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "n_children", offsetof(struct ArrowArray, n_children),
+                  sizeof(((struct ArrowArray *)0)->n_children),
+                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "buffers", offsetof(struct ArrowArray, buffers),
+               sizeof(((struct ArrowArray *)0)->buffers),
+               _CFFI_OP(_CFFI_OP_NOOP, 104) },
+  { "children", offsetof(struct ArrowArray, children),
+                sizeof(((struct ArrowArray *)0)->children),
+                _CFFI_OP(_CFFI_OP_NOOP, 94) },
+  { "dictionary", offsetof(struct ArrowArray, dictionary),
+                  sizeof(((struct ArrowArray *)0)->dictionary),
+                  _CFFI_OP(_CFFI_OP_NOOP, 20) },
+  { "release", offsetof(struct ArrowArray, release),
+               sizeof(((struct ArrowArray *)0)->release),
+               _CFFI_OP(_CFFI_OP_NOOP, 108) },
+  { "private_data", offsetof(struct ArrowArray, private_data),
+                    sizeof(((struct ArrowArray *)0)->private_data),
+                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
+  { "get_schema", offsetof(struct ArrowArrayStream, get_schema),
+                  sizeof(((struct ArrowArrayStream *)0)->get_schema),
+                  _CFFI_OP(_CFFI_OP_NOOP, 87) },
+  { "get_next", offsetof(struct ArrowArrayStream, get_next),
+                sizeof(((struct ArrowArrayStream *)0)->get_next),
+                _CFFI_OP(_CFFI_OP_NOOP, 86) },
+  { "get_last_error", offsetof(struct ArrowArrayStream, get_last_error),
+                      sizeof(((struct ArrowArrayStream *)0)->get_last_error),
+                      _CFFI_OP(_CFFI_OP_NOOP, 81) },
+  { "release", offsetof(struct ArrowArrayStream, release),
+               sizeof(((struct ArrowArrayStream *)0)->release),
+               _CFFI_OP(_CFFI_OP_NOOP, 109) },
+  { "private_data", offsetof(struct ArrowArrayStream, private_data),
+                    sizeof(((struct ArrowArrayStream *)0)->private_data),
+                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
+  { "array", offsetof(struct ArrowDeviceArray, array),
+             sizeof(((struct ArrowDeviceArray *)0)->array),
+             _CFFI_OP(_CFFI_OP_NOOP, 95) },
+  { "device_id", offsetof(struct ArrowDeviceArray, device_id),
+                 sizeof(((struct ArrowDeviceArray *)0)->device_id),
+                 _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "device_type", offsetof(struct ArrowDeviceArray, device_type),
+                   sizeof(((struct ArrowDeviceArray *)0)->device_type),
+                   _CFFI_OP(_CFFI_OP_NOOP, 5) },
+  { "sync_event", offsetof(struct ArrowDeviceArray, sync_event),
+                  sizeof(((struct ArrowDeviceArray *)0)->sync_event),
+                  _CFFI_OP(_CFFI_OP_NOOP, 15) },
+  { "reserved", offsetof(struct ArrowDeviceArray, reserved),
+                sizeof(((struct ArrowDeviceArray *)0)->reserved),
+                _CFFI_OP(_CFFI_OP_NOOP, 92) },
+  { "format", offsetof(struct ArrowSchema, format),
+              sizeof(((struct ArrowSchema *)0)->format),
+              _CFFI_OP(_CFFI_OP_NOOP, 68) },
+  { "name", offsetof(struct ArrowSchema, name),
+            sizeof(((struct ArrowSchema *)0)->name),
+            _CFFI_OP(_CFFI_OP_NOOP, 68) },
+  { "metadata", offsetof(struct ArrowSchema, metadata),
+                sizeof(((struct ArrowSchema *)0)->metadata),
+                _CFFI_OP(_CFFI_OP_NOOP, 68) },
+  { "flags", offsetof(struct ArrowSchema, flags),
+             sizeof(((struct ArrowSchema *)0)->flags),
+             _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "n_children", offsetof(struct ArrowSchema, n_children),
+                  sizeof(((struct ArrowSchema *)0)->n_children),
+                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "children", offsetof(struct ArrowSchema, children),
+                sizeof(((struct ArrowSchema *)0)->children),
+                _CFFI_OP(_CFFI_OP_NOOP, 98) },
+  { "dictionary", offsetof(struct ArrowSchema, dictionary),
+                  sizeof(((struct ArrowSchema *)0)->dictionary),
+                  _CFFI_OP(_CFFI_OP_NOOP, 24) },
+  { "release", offsetof(struct ArrowSchema, release),
+               sizeof(((struct ArrowSchema *)0)->release),
+               _CFFI_OP(_CFFI_OP_NOOP, 110) },
+  { "private_data", offsetof(struct ArrowSchema, private_data),
+                    sizeof(((struct ArrowSchema *)0)->private_data),
+                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 60) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 80) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 12) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 73) },
+               _CFFI_OP(_CFFI_OP_NOOP, 106) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 59) },
+               _CFFI_OP(_CFFI_OP_NOOP, 79) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 12) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 74) },
+               _CFFI_OP(_CFFI_OP_NOOP, 107) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 71) },
+             _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 60) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 80) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 58) },
+              _CFFI_OP(_CFFI_OP_NOOP, 78) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 64) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 85) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 65) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 88) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 63) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 66) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 89) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 62) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 59) },
+               _CFFI_OP(_CFFI_OP_NOOP, 79) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 57) },
+                _CFFI_OP(_CFFI_OP_NOOP, 77) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 51, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 71, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 53, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 73, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 59, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 79, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 60, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 80, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "DLManagedTensor", 54, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 14, 3 },
-  { "DLManagedTensorVersioned", 55, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 17, 5 },
-  { "DLPackExchangeAPI", 56, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 22, 6 },
-  { "DLPackExchangeAPIHeader", 58, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 28, 2 },
+  { "ArrowArray", 95, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowArray), offsetof(struct _cffi_align_struct_ArrowArray, y), 14, 10 },
+  { "ArrowArrayStream", 96, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowArrayStream), offsetof(struct _cffi_align_struct_ArrowArrayStream, y), 24, 5 },
+  { "ArrowDeviceArray", 97, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowDeviceArray), offsetof(struct _cffi_align_struct_ArrowDeviceArray, y), 29, 5 },
+  { "ArrowSchema", 99, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 34, 9 },
+  { "DLManagedTensor", 74, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 43, 3 },
+  { "DLManagedTensorVersioned", 75, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 46, 5 },
+  { "DLPackExchangeAPI", 76, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 51, 6 },
+  { "DLPackExchangeAPIHeader", 78, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 57, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 52, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 72, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
-  { "$DLDeviceType", 1, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
+  { "$DLDeviceType", 4, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
     "kDLCPU,kDLCUDA,kDLCUDAHost,kDLOpenCL,kDLVulkan,kDLMetal,kDLVPI,kDLROCM,kDLROCMHost,kDLExtDev,kDLCUDAManaged,"
     "kDLOneAPI,kDLWebGPU,kDLHexagon,kDLMAIA,kDLTrn" },
 };
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
-  { "DLDataType", 51 },
-  { "DLDataTypeCode", 52 },
-  { "DLDevice", 53 },
-  { "DLDeviceType", 1 },
-  { "DLManagedTensor", 54 },
-  { "DLManagedTensorVersioned", 55 },
-  { "DLPackCurrentWorkStream", 62 },
-  { "DLPackDLTensorFromPyObjectNoSync", 66 },
-  { "DLPackExchangeAPI", 56 },
-  { "DLPackExchangeAPIHeader", 58 },
-  { "DLPackManagedTensorAllocator", 64 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 65 },
-  { "DLPackManagedTensorToPyObjectNoSync", 63 },
-  { "DLPackVersion", 59 },
-  { "DLTensor", 60 },
+  { "ArrowDeviceType", 5 },
+  { "DLDataType", 71 },
+  { "DLDataTypeCode", 72 },
+  { "DLDevice", 73 },
+  { "DLDeviceType", 4 },
+  { "DLManagedTensor", 74 },
+  { "DLManagedTensorVersioned", 75 },
+  { "DLPackCurrentWorkStream", 83 },
+  { "DLPackDLTensorFromPyObjectNoSync", 89 },
+  { "DLPackExchangeAPI", 76 },
+  { "DLPackExchangeAPIHeader", 78 },
+  { "DLPackManagedTensorAllocator", 85 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 88 },
+  { "DLPackManagedTensorToPyObjectNoSync", 84 },
+  { "DLPackVersion", 79 },
+  { "DLTensor", 80 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1520,12 +1744,12 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_struct_unions,
   _cffi_enums,
   _cffi_typenames,
-  48,  /* num_globals */
-  8,  /* num_struct_unions */
+  51,  /* num_globals */
+  12,  /* num_struct_unions */
   2,  /* num_enums */
-  15,  /* num_typenames */
+  16,  /* num_typenames */
   NULL,  /* no includes */
-  76,  /* num_types */
+  112,  /* num_types */
   0,  /* flags */
 };
 

@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #endif
 
 #include "dlpack.h"
+#include "arrow_c_data.h"
 #include "bridge.h"
 
 /* The DLPack v1.3 ABI on LP64 platforms. These restate the upstream header's
@@ -75,6 +77,7 @@ void bridge_aligned_free(void *ptr) {
 /* ---------------------------------------------------------------- counters */
 
 static uint64_t n_exports, n_export_deleters, n_imports, n_import_releases, n_test_deleters;
+static uint64_t n_arrow_exports, n_arrow_releases, n_arrow_imports, n_arrow_import_releases;
 #define BUMP(c) __atomic_add_fetch(&(c), 1, __ATOMIC_RELAXED)
 
 void bridge_stats(uint64_t *out) {
@@ -83,6 +86,10 @@ void bridge_stats(uint64_t *out) {
   out[2] = __atomic_load_n(&n_imports, __ATOMIC_RELAXED);
   out[3] = __atomic_load_n(&n_import_releases, __ATOMIC_RELAXED);
   out[4] = __atomic_load_n(&n_test_deleters, __ATOMIC_RELAXED);
+  out[5] = __atomic_load_n(&n_arrow_exports, __ATOMIC_RELAXED);
+  out[6] = __atomic_load_n(&n_arrow_releases, __ATOMIC_RELAXED);
+  out[7] = __atomic_load_n(&n_arrow_imports, __ATOMIC_RELAXED);
+  out[8] = __atomic_load_n(&n_arrow_import_releases, __ATOMIC_RELAXED);
 }
 
 /* A deleter or destructor may run while an exception is being raised: keep it. */
@@ -95,6 +102,19 @@ void bridge_stats(uint64_t *out) {
   PyErr_Fetch(&se_t_, &se_v_, &se_tb_)
 #define RESTORE_ERROR PyErr_Restore(se_t_, se_v_, se_tb_)
 #endif
+
+static PyObject *PyErr_GetRaisedException_compat(void) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  Py_XDECREF(t);
+  Py_XDECREF(tb);
+  return v;
+#endif
+}
 
 /* ---------------------------------------------------------------- deleters */
 
@@ -1396,6 +1416,743 @@ static PyObject *py_mark_consumed(PyObject *mod, PyObject *capsule) {
   Py_RETURN_NONE;
 }
 
+/* ============================================================ Arrow C data */
+
+static const char NAME_ARROW_SCHEMA[] = "arrow_schema";
+static const char NAME_ARROW_ARRAY[] = "arrow_array";
+static const char NAME_ARROW_DEVICE_ARRAY[] = "arrow_device_array";
+static const char NAME_ARROW_STREAM[] = "arrow_array_stream";
+static const char NAME_ARROW_GUARD[] = "bridge.arrow_import";
+#define ARROW_MAX_DEPTH 64
+#define ARROW_CPU_DEVICE 1
+
+/* ---- export: schemas. spec = (format: bytes, name: bytes|None,
+ * metadata: bytes|None, flags: int, children: tuple of specs). No Python
+ * objects live in a schema, so its release needs no GIL. */
+
+typedef struct {
+  struct ArrowSchema **child_ptrs;
+  struct ArrowSchema *children;
+} schema_private;
+
+static void schema_release(struct ArrowSchema *s) {
+  if (s == NULL || s->release == NULL) return;
+  for (int64_t i = 0; i < s->n_children; i++) {
+    struct ArrowSchema *c = s->children[i];
+    if (c->release != NULL) c->release(c);
+  }
+  free(s->private_data);
+  s->release = NULL;
+}
+
+static int schema_fill(struct ArrowSchema *out, PyObject *spec, int depth) {
+  if (depth > ARROW_MAX_DEPTH || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 ||
+      !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, 4))) {
+    PyErr_SetString(PyExc_TypeError, "bad Arrow schema spec");
+    return -1;
+  }
+  PyObject *fmt = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1),
+           *meta = PyTuple_GET_ITEM(spec, 2), *children = PyTuple_GET_ITEM(spec, 4);
+  long long flags = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 3));
+  if (flags == -1 && PyErr_Occurred()) return -1;
+  if ((name != Py_None && !PyBytes_Check(name)) || (meta != Py_None && !PyBytes_Check(meta))) {
+    PyErr_SetString(PyExc_TypeError, "Arrow schema name/metadata must be bytes or None");
+    return -1;
+  }
+  Py_ssize_t nc = PyTuple_GET_SIZE(children);
+  size_t lf = (size_t)PyBytes_GET_SIZE(fmt) + 1;
+  size_t ln = name == Py_None ? 0 : (size_t)PyBytes_GET_SIZE(name) + 1;
+  size_t lm = meta == Py_None ? 0 : (size_t)PyBytes_GET_SIZE(meta);
+  size_t size = sizeof(schema_private) + (size_t)nc * (sizeof(void *) + sizeof(struct ArrowSchema)) +
+                lf + ln + lm;
+  schema_private *p = (schema_private *)calloc(1, size);
+  if (p == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  p->child_ptrs = (struct ArrowSchema **)(p + 1);
+  p->children = (struct ArrowSchema *)(p->child_ptrs + nc);
+  char *str = (char *)(p->children + nc);
+  memcpy(str, PyBytes_AS_STRING(fmt), lf);
+  out->format = str;
+  str += lf;
+  out->name = NULL;
+  if (ln) {
+    memcpy(str, PyBytes_AS_STRING(name), ln);
+    out->name = str;
+    str += ln;
+  }
+  out->metadata = NULL;
+  if (lm) {
+    memcpy(str, PyBytes_AS_STRING(meta), lm);
+    out->metadata = str;
+  }
+  out->flags = flags;
+  out->n_children = nc;
+  out->children = nc ? p->child_ptrs : NULL;
+  out->dictionary = NULL;
+  out->private_data = p;
+  for (Py_ssize_t i = 0; i < nc; i++) {
+    p->child_ptrs[i] = &p->children[i];
+    if (schema_fill(&p->children[i], PyTuple_GET_ITEM(children, i), depth + 1) < 0) {
+      for (Py_ssize_t j = 0; j < i; j++) p->children[j].release(&p->children[j]);
+      free(p);
+      return -1;
+    }
+  }
+  out->release = schema_release;
+  return 0;
+}
+
+/* ---- export: arrays. spec = (length, null_count, offset, buffers: tuple of
+ * addresses (0 for NULL), children: tuple of specs). Every node holds its own
+ * reference to the owner, since consumers may move children out. */
+
+typedef struct {
+  PyObject *owner;
+  struct ArrowArray **child_ptrs;
+  struct ArrowArray *children;
+  const void **buffers;
+} array_private;
+
+static void array_release(struct ArrowArray *a) {
+  if (a == NULL || a->release == NULL) return;
+  for (int64_t i = 0; i < a->n_children; i++) {
+    struct ArrowArray *c = a->children[i];
+    if (c->release != NULL) c->release(c);
+  }
+  array_private *p = (array_private *)a->private_data;
+  /* After interpreter shutdown the reference cannot be dropped: leak it. */
+  if (p->owner != NULL && Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    SAVE_ERROR;
+    Py_DECREF(p->owner);
+    RESTORE_ERROR;
+    PyGILState_Release(gil);
+  }
+  free(p);
+  a->release = NULL;
+  BUMP(n_arrow_releases);
+}
+
+static int array_fill(struct ArrowArray *out, PyObject *owner, PyObject *spec, int depth) {
+  if (depth > ARROW_MAX_DEPTH || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 ||
+      !PyTuple_Check(PyTuple_GET_ITEM(spec, 3)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, 4))) {
+    PyErr_SetString(PyExc_TypeError, "bad Arrow array spec");
+    return -1;
+  }
+  long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 0));
+  long long null_count = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1));
+  long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 2));
+  if (PyErr_Occurred()) return -1;
+  PyObject *buffers = PyTuple_GET_ITEM(spec, 3), *children = PyTuple_GET_ITEM(spec, 4);
+  Py_ssize_t nb = PyTuple_GET_SIZE(buffers), nc = PyTuple_GET_SIZE(children);
+  size_t size = sizeof(array_private) + (size_t)nc * (sizeof(void *) + sizeof(struct ArrowArray)) +
+                (size_t)nb * sizeof(void *);
+  array_private *p = (array_private *)calloc(1, size);
+  if (p == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  p->child_ptrs = (struct ArrowArray **)(p + 1);
+  p->children = (struct ArrowArray *)(p->child_ptrs + nc);
+  p->buffers = (const void **)(p->children + nc);
+  for (Py_ssize_t i = 0; i < nb; i++) {
+    p->buffers[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(buffers, i));
+  }
+  if (PyErr_Occurred()) {
+    free(p);
+    return -1;
+  }
+  out->length = length;
+  out->null_count = null_count;
+  out->offset = offset;
+  out->n_buffers = nb;
+  out->n_children = nc;
+  out->buffers = nb ? p->buffers : NULL;
+  out->children = nc ? p->child_ptrs : NULL;
+  out->dictionary = NULL;
+  out->private_data = p;
+  for (Py_ssize_t i = 0; i < nc; i++) {
+    p->child_ptrs[i] = &p->children[i];
+    if (array_fill(&p->children[i], owner, PyTuple_GET_ITEM(children, i), depth + 1) < 0) {
+      for (Py_ssize_t j = 0; j < i; j++) p->children[j].release(&p->children[j]);
+      free(p);
+      return -1;
+    }
+  }
+  Py_INCREF(owner);
+  p->owner = owner;
+  out->release = array_release;
+  BUMP(n_arrow_exports);
+  return 0;
+}
+
+/* Capsule destructors (PyCapsule interface): release an unmoved struct, then
+ * free the struct itself. */
+static void arrow_schema_capsule_destructor(PyObject *cap) {
+  struct ArrowSchema *s = (struct ArrowSchema *)PyCapsule_GetPointer(cap, NAME_ARROW_SCHEMA);
+  if (s == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (s->release != NULL) s->release(s);
+  free(s);
+}
+
+static void arrow_array_capsule_destructor(PyObject *cap) {
+  struct ArrowArray *a = (struct ArrowArray *)PyCapsule_GetPointer(cap, NAME_ARROW_ARRAY);
+  if (a == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (a->release != NULL) a->release(a);
+  free(a);
+}
+
+static void arrow_device_array_capsule_destructor(PyObject *cap) {
+  struct ArrowDeviceArray *d =
+      (struct ArrowDeviceArray *)PyCapsule_GetPointer(cap, NAME_ARROW_DEVICE_ARRAY);
+  if (d == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (d->array.release != NULL) d->array.release(&d->array);
+  free(d);
+}
+
+static void arrow_stream_capsule_destructor(PyObject *cap) {
+  struct ArrowArrayStream *st =
+      (struct ArrowArrayStream *)PyCapsule_GetPointer(cap, NAME_ARROW_STREAM);
+  if (st == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (st->release != NULL) st->release(st);
+  free(st);
+}
+
+/* Allocate a zeroed, released struct and wrap it in its capsule before
+ * filling it, so that every error path frees it. */
+static PyObject *new_struct_capsule(size_t size, const char *name, PyCapsule_Destructor d,
+                                    void **out) {
+  void *mem = calloc(1, size);
+  if (mem == NULL) return PyErr_NoMemory();
+  PyObject *cap = PyCapsule_New(mem, name, d);
+  if (cap == NULL) {
+    free(mem);
+    return NULL;
+  }
+  *out = mem;
+  return cap;
+}
+
+static PyObject *py_arrow_export_schema(PyObject *mod, PyObject *spec) {
+  (void)mod;
+  struct ArrowSchema *s;
+  PyObject *cap = new_struct_capsule(sizeof *s, NAME_ARROW_SCHEMA,
+                                     arrow_schema_capsule_destructor, (void **)&s);
+  if (cap == NULL) return NULL;
+  if (schema_fill(s, spec, 0) < 0) Py_CLEAR(cap);
+  return cap;
+}
+
+/* arrow_export_array(owner, spec) */
+static PyObject *py_arrow_export_array(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "arrow_export_array(owner, spec)");
+    return NULL;
+  }
+  struct ArrowArray *a;
+  PyObject *cap = new_struct_capsule(sizeof *a, NAME_ARROW_ARRAY, arrow_array_capsule_destructor,
+                                     (void **)&a);
+  if (cap == NULL) return NULL;
+  if (array_fill(a, args[0], args[1], 0) < 0) Py_CLEAR(cap);
+  return cap;
+}
+
+/* arrow_export_device_array(owner, spec, device_type, device_id) */
+static PyObject *py_arrow_export_device_array(PyObject *mod, PyObject *const *args,
+                                              Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "arrow_export_device_array(owner, spec, type, id)");
+    return NULL;
+  }
+  long dev_type = PyLong_AsLong(args[2]);
+  long long dev_id = PyLong_AsLongLong(args[3]);
+  if (PyErr_Occurred()) return NULL;
+  struct ArrowDeviceArray *d;
+  PyObject *cap = new_struct_capsule(sizeof *d, NAME_ARROW_DEVICE_ARRAY,
+                                     arrow_device_array_capsule_destructor, (void **)&d);
+  if (cap == NULL) return NULL;
+  d->device_type = (ArrowDeviceType)dev_type;
+  d->device_id = dev_id;
+  d->sync_event = NULL; /* bridge enqueues no work: nothing to wait for */
+  if (array_fill(&d->array, args[0], args[1], 0) < 0) Py_CLEAR(cap);
+  return cap;
+}
+
+/* ---- export: a one-batch stream. get_next may be called from any thread
+ * (DuckDB does), so the callbacks take the GIL themselves. */
+
+typedef struct {
+  PyObject *owner, *schema_spec, *array_spec;
+  int done;
+  char error[512];
+} stream_private;
+
+static void stream_set_error(stream_private *p) {
+  PyObject *exc = PyErr_Occurred() ? PyErr_GetRaisedException_compat() : NULL;
+  PyObject *msg = exc ? PyObject_Str(exc) : NULL;
+  const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+  snprintf(p->error, sizeof p->error, "%s", text ? text : "bridge Arrow stream error");
+  Py_XDECREF(msg);
+  Py_XDECREF(exc);
+  PyErr_Clear();
+}
+
+static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
+  if (st == NULL || st->release == NULL || !Py_IsInitialized()) return EINVAL;
+  stream_private *p = (stream_private *)st->private_data;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = schema_fill(out, p->schema_spec, 0) < 0 ? ENOMEM : 0;
+  if (rc) stream_set_error(p);
+  PyGILState_Release(gil);
+  return rc;
+}
+
+static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
+  if (st == NULL || st->release == NULL || !Py_IsInitialized()) return EINVAL;
+  stream_private *p = (stream_private *)st->private_data;
+  if (p->done) {
+    memset(out, 0, sizeof *out); /* release == NULL: end of stream */
+    return 0;
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = array_fill(out, p->owner, p->array_spec, 0) < 0 ? ENOMEM : 0;
+  if (rc)
+    stream_set_error(p);
+  else
+    p->done = 1;
+  PyGILState_Release(gil);
+  return rc;
+}
+
+static const char *stream_get_last_error(struct ArrowArrayStream *st) {
+  stream_private *p = (stream_private *)st->private_data;
+  return p != NULL && p->error[0] ? p->error : NULL;
+}
+
+static void stream_release(struct ArrowArrayStream *st) {
+  if (st == NULL || st->release == NULL) return;
+  stream_private *p = (stream_private *)st->private_data;
+  if (Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    SAVE_ERROR;
+    Py_XDECREF(p->owner);
+    Py_XDECREF(p->schema_spec);
+    Py_XDECREF(p->array_spec);
+    RESTORE_ERROR;
+    PyGILState_Release(gil);
+  }
+  free(p);
+  st->release = NULL;
+}
+
+/* arrow_export_stream(owner, schema_spec, array_spec) */
+static PyObject *py_arrow_export_stream(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "arrow_export_stream(owner, schema_spec, array_spec)");
+    return NULL;
+  }
+  struct ArrowArrayStream *st;
+  PyObject *cap = new_struct_capsule(sizeof *st, NAME_ARROW_STREAM, arrow_stream_capsule_destructor,
+                                     (void **)&st);
+  if (cap == NULL) return NULL;
+  stream_private *p = (stream_private *)calloc(1, sizeof *p);
+  if (p == NULL) {
+    Py_DECREF(cap);
+    return PyErr_NoMemory();
+  }
+  p->owner = Py_NewRef(args[0]);
+  p->schema_spec = Py_NewRef(args[1]);
+  p->array_spec = Py_NewRef(args[2]);
+  st->get_schema = stream_get_schema;
+  st->get_next = stream_get_next;
+  st->get_last_error = stream_get_last_error;
+  st->private_data = p;
+  st->release = stream_release;
+  return cap;
+}
+
+/* ---- import. Structs are moved out of the producer's capsule (bitwise copy,
+ * then the source marked released) into a guard that calls their release
+ * exactly once, when the last bridge view lets go. */
+
+typedef struct {
+  struct ArrowSchema schema;
+  struct ArrowArray array;
+} arrow_guard_t;
+
+static void arrow_guard_destructor(PyObject *cap) {
+  arrow_guard_t *g = (arrow_guard_t *)PyCapsule_GetPointer(cap, NAME_ARROW_GUARD);
+  if (g == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  SAVE_ERROR;
+  if (g->array.release != NULL) g->array.release(&g->array);
+  if (g->schema.release != NULL) g->schema.release(&g->schema);
+  free(g);
+  BUMP(n_arrow_import_releases);
+  RESTORE_ERROR;
+}
+
+static PyObject *new_guard(arrow_guard_t **out) {
+  arrow_guard_t *g = (arrow_guard_t *)calloc(1, sizeof *g);
+  if (g == NULL) return PyErr_NoMemory();
+  PyObject *cap = PyCapsule_New(g, NAME_ARROW_GUARD, arrow_guard_destructor);
+  if (cap == NULL) {
+    free(g);
+    return NULL;
+  }
+  BUMP(n_arrow_imports);
+  *out = g;
+  return cap;
+}
+
+/* (format, name, metadata, flags, children, has_dictionary) */
+static PyObject *describe_schema(const struct ArrowSchema *s, int depth) {
+  if (depth > ARROW_MAX_DEPTH) {
+    PyErr_SetString(PyExc_ValueError, "Arrow schema nests too deeply");
+    return NULL;
+  }
+  if (s->release == NULL) {
+    PyErr_SetString(PyExc_ValueError, "Arrow schema (or a child) is released");
+    return NULL;
+  }
+  if (s->format == NULL) {
+    PyErr_SetString(PyExc_ValueError, "Arrow schema has a NULL format");
+    return NULL;
+  }
+  if (s->n_children < 0 || (s->n_children > 0 && s->children == NULL)) {
+    PyErr_Format(PyExc_ValueError, "Arrow schema has n_children %lld with children %p",
+                 (long long)s->n_children, (void *)s->children);
+    return NULL;
+  }
+  PyObject *meta = Py_NewRef(Py_None);
+  if (s->metadata != NULL) {
+    /* int32 count, then (int32 length + bytes) per key and per value */
+    int32_t n;
+    memcpy(&n, s->metadata, 4);
+    const char *q = s->metadata + 4;
+    for (int32_t i = 0; i < 2 * n && n >= 0; i++) {
+      int32_t len;
+      memcpy(&len, q, 4);
+      if (len < 0) {
+        Py_DECREF(meta);
+        PyErr_SetString(PyExc_ValueError, "Arrow schema metadata has a negative length");
+        return NULL;
+      }
+      q += 4 + len;
+    }
+    Py_SETREF(meta, PyBytes_FromStringAndSize(s->metadata, q - s->metadata));
+    if (meta == NULL) return NULL;
+  }
+  PyObject *children = PyTuple_New(s->n_children);
+  if (children == NULL) {
+    Py_DECREF(meta);
+    return NULL;
+  }
+  for (int64_t i = 0; i < s->n_children; i++) {
+    PyObject *c = s->children[i] ? describe_schema(s->children[i], depth + 1) : NULL;
+    if (c == NULL) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Arrow schema has a NULL child");
+      Py_DECREF(meta);
+      Py_DECREF(children);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(children, i, c);
+  }
+  return Py_BuildValue("(szNLNO)", s->format, s->name, meta, (long long)s->flags, children,
+                       s->dictionary ? Py_True : Py_False);
+}
+
+/* (length, null_count, offset, buffers, children) */
+static PyObject *describe_array(const struct ArrowArray *a, int depth) {
+  if (depth > ARROW_MAX_DEPTH) {
+    PyErr_SetString(PyExc_ValueError, "Arrow array nests too deeply");
+    return NULL;
+  }
+  if (a->release == NULL) {
+    PyErr_SetString(PyExc_ValueError, "Arrow array (or a child) is released");
+    return NULL;
+  }
+  if (a->n_buffers < 0 || a->n_children < 0 || (a->n_buffers > 0 && a->buffers == NULL) ||
+      (a->n_children > 0 && a->children == NULL)) {
+    PyErr_Format(PyExc_ValueError,
+                 "Arrow array has n_buffers %lld (buffers %p) and n_children %lld (children %p)",
+                 (long long)a->n_buffers, (void *)a->buffers, (long long)a->n_children,
+                 (void *)a->children);
+    return NULL;
+  }
+  PyObject *bufs = PyTuple_New(a->n_buffers);
+  PyObject *children = PyTuple_New(a->n_children);
+  if (bufs == NULL || children == NULL) goto fail;
+  for (int64_t i = 0; i < a->n_buffers; i++) {
+    PyObject *v = PyLong_FromVoidPtr((void *)a->buffers[i]);
+    if (v == NULL) goto fail;
+    PyTuple_SET_ITEM(bufs, i, v);
+  }
+  for (int64_t i = 0; i < a->n_children; i++) {
+    PyObject *c = a->children[i] ? describe_array(a->children[i], depth + 1) : NULL;
+    if (c == NULL) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Arrow array has a NULL child");
+      goto fail;
+    }
+    PyTuple_SET_ITEM(children, i, c);
+  }
+  return Py_BuildValue("(LLLNN)", (long long)a->length, (long long)a->null_count,
+                       (long long)a->offset, bufs, children);
+fail:
+  Py_XDECREF(bufs);
+  Py_XDECREF(children);
+  return NULL;
+}
+
+static void *capsule_struct(PyObject *cap, const char *want, const char *role) {
+  if (!PyCapsule_CheckExact(cap)) {
+    PyErr_Format(PyExc_TypeError, "expected an '%s' PyCapsule for the %s, got %.200s", want, role,
+                 Py_TYPE(cap)->tp_name);
+    return NULL;
+  }
+  const char *name = PyCapsule_GetName(cap);
+  if (name == NULL || strcmp(name, want) != 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "expected a PyCapsule named '%s' for the %s, got '%s'", want,
+                 role, name ? name : "(null)");
+    return NULL;
+  }
+  return PyCapsule_GetPointer(cap, name);
+}
+
+/* arrow_import(schema_capsule, array_capsule) ->
+ *   (guard, schema_desc, array_desc, device_type, device_id)
+ * array_capsule may be an "arrow_array" or an "arrow_device_array". */
+static PyObject *py_arrow_import(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "arrow_import(schema_capsule, array_capsule)");
+    return NULL;
+  }
+  struct ArrowSchema *s = (struct ArrowSchema *)capsule_struct(args[0], NAME_ARROW_SCHEMA, "schema");
+  if (s == NULL) return NULL;
+  const char *aname = PyCapsule_CheckExact(args[1]) ? PyCapsule_GetName(args[1]) : NULL;
+  int device = aname != NULL && strcmp(aname, NAME_ARROW_DEVICE_ARRAY) == 0;
+  void *ap = capsule_struct(args[1], device ? NAME_ARROW_DEVICE_ARRAY : NAME_ARROW_ARRAY, "array");
+  if (ap == NULL) return NULL;
+  struct ArrowArray *a = device ? &((struct ArrowDeviceArray *)ap)->array : (struct ArrowArray *)ap;
+  long dev_type = device ? (long)((struct ArrowDeviceArray *)ap)->device_type : ARROW_CPU_DEVICE;
+  long long dev_id = device ? (long long)((struct ArrowDeviceArray *)ap)->device_id : -1;
+  if (s->release == NULL || a->release == NULL) {
+    PyErr_SetString(PyExc_ValueError,
+                    "the Arrow schema or array capsule was already consumed (released struct)");
+    return NULL;
+  }
+  arrow_guard_t *g;
+  PyObject *guard = new_guard(&g);
+  if (guard == NULL) return NULL;
+  g->schema = *s; /* move: bitwise copy, then mark the source released */
+  s->release = NULL;
+  g->array = *a;
+  a->release = NULL;
+  PyObject *sd = describe_schema(&g->schema, 0);
+  PyObject *ad = sd ? describe_array(&g->array, 0) : NULL;
+  if (ad == NULL) {
+    Py_XDECREF(sd);
+    Py_DECREF(guard);
+    return NULL;
+  }
+  return Py_BuildValue("(NNNlL)", guard, sd, ad, dev_type, dev_id);
+}
+
+/* arrow_import_stream(stream_capsule) -> (schema_guard, schema_desc,
+ *   [(array_guard, array_desc), ...]); the stream is drained and released. */
+static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
+  (void)mod;
+  struct ArrowArrayStream *src =
+      (struct ArrowArrayStream *)capsule_struct(cap, NAME_ARROW_STREAM, "stream");
+  if (src == NULL) return NULL;
+  if (src->release == NULL) {
+    PyErr_SetString(PyExc_ValueError, "the Arrow stream capsule was already consumed");
+    return NULL;
+  }
+  struct ArrowArrayStream st = *src;
+  src->release = NULL;
+  PyObject *batches = NULL, *result = NULL, *sguard = NULL, *sd = NULL;
+  arrow_guard_t *g;
+  sguard = new_guard(&g);
+  if (sguard == NULL) goto done;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = st.get_schema(&st, &g->schema);
+  Py_END_ALLOW_THREADS if (rc != 0) {
+    const char *err = st.get_last_error ? st.get_last_error(&st) : NULL;
+    PyErr_Format(PyExc_RuntimeError, "Arrow stream get_schema failed (%d): %s", rc,
+                 err ? err : "no message");
+    goto done;
+  }
+  if (!(sd = describe_schema(&g->schema, 0)) || !(batches = PyList_New(0))) goto done;
+  for (;;) {
+    arrow_guard_t *bg;
+    PyObject *bguard = new_guard(&bg);
+    if (bguard == NULL) goto done;
+    Py_BEGIN_ALLOW_THREADS rc = st.get_next(&st, &bg->array);
+    Py_END_ALLOW_THREADS if (rc != 0) {
+      const char *err = st.get_last_error ? st.get_last_error(&st) : NULL;
+      PyErr_Format(PyExc_RuntimeError, "Arrow stream get_next failed (%d): %s", rc,
+                   err ? err : "no message");
+      Py_DECREF(bguard);
+      goto done;
+    }
+    if (bg->array.release == NULL) { /* end of stream */
+      Py_DECREF(bguard);
+      break;
+    }
+    PyObject *ad = describe_array(&bg->array, 0);
+    PyObject *item = ad ? Py_BuildValue("(NN)", bguard, ad) : NULL;
+    if (item == NULL) {
+      Py_XDECREF(ad);
+      Py_DECREF(bguard);
+      goto done;
+    }
+    int bad = PyList_Append(batches, item);
+    Py_DECREF(item);
+    if (bad) goto done;
+  }
+  result = Py_BuildValue("(OOO)", sguard, sd, batches);
+done:
+  if (st.release != NULL) st.release(&st);
+  Py_XDECREF(sguard);
+  Py_XDECREF(sd);
+  Py_XDECREF(batches);
+  return result;
+}
+
+/* ---- the pyarrow fast path: a primitive pa.Array without nulls, read from
+ * its attributes (no C-interface export on pyarrow's side). */
+
+static PyObject *pa_type_table; /* pyarrow type id -> bridge dtype */
+static PyObject *str_null_count, *str_type, *str_id, *str_offset, *str_buffers, *str_address,
+    *str_is_cpu, *cpu_offset_zero;
+
+static PyObject *attr_long(PyObject *obj, PyObject *name, long long *out) {
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (v == NULL) return NULL;
+  *out = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return (*out == -1 && PyErr_Occurred()) ? NULL : Py_None;
+}
+
+/* pyarrow_array(a) -> Tensor, or NotImplemented for anything but the plain case. */
+static PyObject *py_pyarrow_array(PyObject *mod, PyObject *a) {
+  (void)mod;
+  long long nulls, type_id, offset;
+  PyObject *tp = NULL, *bufs = NULL, *buf = NULL, *dt = NULL;
+  if (pa_type_table == NULL) Py_RETURN_NOTIMPLEMENTED;
+  if (!attr_long(a, str_null_count, &nulls)) return NULL;
+  if (nulls != 0) Py_RETURN_NOTIMPLEMENTED;
+  if (!(tp = PyObject_GetAttr(a, str_type))) return NULL;
+  if (!attr_long(tp, str_id, &type_id)) goto fail;
+  PyObject *key = PyLong_FromLongLong(type_id);
+  if (key == NULL) goto fail;
+  dt = PyDict_GetItemWithError(pa_type_table, key); /* borrowed */
+  Py_DECREF(key);
+  if (dt == NULL) {
+    Py_DECREF(tp);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  if (!attr_long(a, str_offset, &offset)) goto fail;
+  Py_ssize_t length = PyObject_Length(a);
+  if (length < 0) goto fail;
+  if (!(bufs = PyObject_CallMethodNoArgs(a, str_buffers))) goto fail;
+  if (!PyList_Check(bufs) || PyList_GET_SIZE(bufs) != 2) {
+    Py_DECREF(bufs);
+    Py_DECREF(tp);
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  buf = PyList_GET_ITEM(bufs, 1);
+  if (buf == Py_None) {
+    Py_DECREF(bufs);
+    Py_DECREF(tp);
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  PyObject *is_cpu = PyObject_GetAttr(buf, str_is_cpu);
+  if (is_cpu == NULL) goto fail;
+  int cpu = PyObject_IsTrue(is_cpu);
+  Py_DECREF(is_cpu);
+  if (cpu <= 0) {
+    Py_DECREF(bufs);
+    Py_DECREF(tp);
+    if (cpu < 0) return NULL;
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  long long address, isz;
+  if (!attr_long(buf, str_address, &address)) goto fail;
+  PyObject *iszo = get_slot(d_itemsize, dt);
+  if (iszo == NULL) goto fail;
+  isz = PyLong_AsLongLong(iszo);
+  Py_DECREF(iszo);
+  parsed_t p = {0};
+  p.guard = Py_NewRef(a); /* pyarrow arrays are immutable and own their buffers */
+  p.start = (uintptr_t)address + (uintptr_t)(offset * isz);
+  p.nbytes = (int64_t)length * isz;
+  p.dev_type = kDLCPU;
+  p.dev_id = 0;
+  p.offset = 0;
+  p.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  p.shape = Py_BuildValue("(n)", length);
+  p.strides = Py_BuildValue("(i)", 1);
+  PyObject *dl = get_slot(d_dlpack, dt);
+  if (dl == NULL || p.shape == NULL || p.strides == NULL) {
+    Py_XDECREF(dl);
+    parsed_clear(&p);
+    goto fail;
+  }
+  p.code = (int)PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
+  p.bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
+  Py_DECREF(dl);
+  Py_DECREF(bufs);
+  Py_DECREF(tp);
+  return parsed_to_tensor(&p);
+fail:
+  Py_XDECREF(bufs);
+  Py_XDECREF(tp);
+  return NULL;
+}
+
+/* setup_arrow({pyarrow type id: dtype}) */
+static PyObject *py_setup_arrow(PyObject *mod, PyObject *table) {
+  (void)mod;
+  if (!PyDict_Check(table)) {
+    PyErr_SetString(PyExc_TypeError, "setup_arrow() takes a dict");
+    return NULL;
+  }
+  Py_XSETREF(pa_type_table, Py_NewRef(table));
+  if (!(str_null_count = PyUnicode_InternFromString("null_count")) ||
+      !(str_type = PyUnicode_InternFromString("type")) ||
+      !(str_id = PyUnicode_InternFromString("id")) ||
+      !(str_offset = PyUnicode_InternFromString("offset")) ||
+      !(str_buffers = PyUnicode_InternFromString("buffers")) ||
+      !(str_address = PyUnicode_InternFromString("address")) ||
+      !(str_is_cpu = PyUnicode_InternFromString("is_cpu")))
+    return NULL;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef fast_methods[] = {
     {"export", (PyCFunction)(void (*)(void))py_export, METH_FASTCALL, NULL},
     {"import_capsule", (PyCFunction)py_import_capsule, METH_O, NULL},
@@ -1409,6 +2166,16 @@ static PyMethodDef fast_methods[] = {
     {"api_alloc", (PyCFunction)(void (*)(void))py_api_alloc, METH_FASTCALL, NULL},
     {"api_stream", (PyCFunction)(void (*)(void))py_api_stream, METH_FASTCALL, NULL},
     {"capsule_info", (PyCFunction)py_capsule_info, METH_O, NULL},
+    {"arrow_export_schema", (PyCFunction)py_arrow_export_schema, METH_O, NULL},
+    {"arrow_export_array", (PyCFunction)(void (*)(void))py_arrow_export_array, METH_FASTCALL, NULL},
+    {"arrow_export_device_array", (PyCFunction)(void (*)(void))py_arrow_export_device_array,
+     METH_FASTCALL, NULL},
+    {"arrow_export_stream", (PyCFunction)(void (*)(void))py_arrow_export_stream, METH_FASTCALL,
+     NULL},
+    {"arrow_import", (PyCFunction)(void (*)(void))py_arrow_import, METH_FASTCALL, NULL},
+    {"arrow_import_stream", (PyCFunction)py_arrow_import_stream, METH_O, NULL},
+    {"pyarrow_array", (PyCFunction)py_pyarrow_array, METH_O, NULL},
+    {"setup_arrow", (PyCFunction)py_setup_arrow, METH_O, NULL},
     {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O, NULL},
     {"make_capsule", (PyCFunction)(void (*)(void))py_make_capsule, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

@@ -17,9 +17,11 @@ void bridge_aligned_free(void *ptr);
  * printed. Called once, by bridge/_capi.py. */
 int bridge_install(uintptr_t namespace_dict);
 
-/* Counters, for leak and exactly-once tests: out[0] exports made,
+/* Counters, for leak and exactly-once tests: out[0] DLPack exports made,
  * out[1] export deleters run, out[2] imports, out[3] imported deleters run
- * (guards released), out[4] test deleter calls. */
+ * (guards released), out[4] test deleter calls, out[5] Arrow array nodes
+ * exported, out[6] of them released, out[7] Arrow imports (guards made),
+ * out[8] Arrow import guards released. */
 void bridge_stats(uint64_t *out);
 
 /* Test helpers: deleters that only count their calls (the struct is owned by

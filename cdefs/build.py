@@ -1,7 +1,8 @@
 """Generate cdefs/_native.c, the cffi (API mode) source of ``bridge._native``.
 
 The C declarations are real files, read in this order: ``dlpack.h`` (the DLPack
-v1.3 ABI), then ``bridge.h`` (our C functions). The generated file is committed
+v1.3 ABI), ``arrow_c_data.h`` (the Arrow C data and device interfaces), then
+``bridge.h`` (our C functions). The generated file is committed
 and compiled by ``pip install .`` through ``[[tool.setuptools.ext-modules]]`` in
 pyproject.toml, so installing needs a C compiler but not cffi's build hook or a
 setup.py. ``make gen`` reruns this script; ``make gen-check`` fails when the
@@ -18,7 +19,7 @@ import sys
 import cffi
 
 HERE = pathlib.Path(__file__).resolve().parent
-CDEF_FILES = ("dlpack.h", "bridge.h")
+CDEF_FILES = ("dlpack.h", "arrow_c_data.h", "bridge.h")
 
 
 def make_ffi() -> cffi.FFI:
@@ -29,7 +30,7 @@ def make_ffi() -> cffi.FFI:
     ffibuilder.set_source(
         "bridge._native",
         "#include <stdint.h>\n#include <stddef.h>\n"
-        '#include "dlpack.h"\n#include "bridge.h"\n',
+        '#include "dlpack.h"\n#include "arrow_c_data.h"\n#include "bridge.h"\n',
     )
     return ffibuilder
 
