@@ -5,6 +5,7 @@ The core is a strided tensor with PyTorch's storage model: an
 :class:`Tensor` objects (dtype, shape, strides and offset in elements).
 """
 
+from bridge import arrow
 from bridge._asarray import asarray
 from bridge._device import device
 from bridge._dtypes import (
@@ -73,6 +74,7 @@ from bridge._tensor import (
     preserve_format,
 )
 from bridge.array_interface import from_cuda_array_interface, from_numpy, frombuffer
+from bridge.arrow import from_arrow
 from bridge.dlpack import from_dlpack, to_dlpack
 
 __version__ = "0.1.0"
@@ -115,6 +117,8 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "arrow",
+    "from_arrow",
     "from_cuda_array_interface",
     "from_dlpack",
     "from_numpy",

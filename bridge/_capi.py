@@ -11,7 +11,11 @@ from __future__ import annotations
 import platform
 from typing import Any
 
+from bridge import _dtypes
+from bridge._device import CPU
 from bridge._native import ffi, lib
+from bridge._storage import UntypedStorage
+from bridge._tensor import Tensor
 
 if platform.python_implementation() != "CPython":  # pragma: no cover
     raise ImportError("bridge's native layer needs CPython (it uses the CPython C API)")
@@ -25,7 +29,7 @@ export = _ns["export"]
 import_capsule = _ns["import_capsule"]
 import_exchange = _ns["import_exchange"]
 set_callbacks = _ns["set_callbacks"]
-setup = _ns["setup"]
+set_dlpack_fallbacks = _ns["set_dlpack_fallbacks"]
 setup_numpy = _ns["setup_numpy"]
 fast_from_dlpack = _ns["fast_from_dlpack"]
 make_capsule = _ns["make_capsule"]
@@ -42,8 +46,14 @@ arrow_export_device_array = _ns["arrow_export_device_array"]
 arrow_export_stream = _ns["arrow_export_stream"]
 arrow_import = _ns["arrow_import"]
 arrow_import_stream = _ns["arrow_import_stream"]
-pyarrow_array = _ns["pyarrow_array"]
+arrow_describe_schema = _ns["arrow_describe_schema"]
 setup_arrow = _ns["setup_arrow"]
+
+
+# The C fast paths read and build the core's objects through their __slots__
+# descriptors; this hands them the classes. The returned descriptor is the C
+# Tensor.__dlpack__, installed by bridge.dlpack with its Python fallbacks.
+dlpack_method = _ns["setup"](Tensor, UntypedStorage, _dtypes.dtype, _dtypes._BY_DLPACK, CPU)
 
 
 def stats() -> dict[str, int]:

@@ -100,6 +100,10 @@ class Tensor:
     memoryview: Callable[..., builtins.memoryview]
     __buffer__: Callable[..., builtins.memoryview]
     __release_buffer__: Callable[..., None]
+    __arrow_c_schema__: Callable[..., Any]
+    __arrow_c_array__: Callable[..., Any]
+    __arrow_c_device_array__: Callable[..., Any]
+    __arrow_c_stream__: Callable[..., Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(

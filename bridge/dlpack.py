@@ -18,7 +18,6 @@ import types
 from typing import Any
 
 from bridge import _capi, _dtypes
-from bridge import _device as _device_mod
 from bridge._device import device
 from bridge._storage import UntypedStorage
 from bridge._tensor import Tensor, contiguous_format
@@ -289,8 +288,7 @@ _capi.set_callbacks(_exchange_export_values, _exchange_dltensor_values)
 # Tensor.__dlpack__ is a C method descriptor (cdefs/bridge.c: tensor_dlpack):
 # the common export runs without a Python frame, and everything else is
 # handed to to_dlpack above.
-Tensor.__dlpack__ = _capi.setup(
-    Tensor, UntypedStorage, _dtypes.dtype, _BY_DLPACK, _device_mod.CPU, to_dlpack, _finish
-)
+_capi.set_dlpack_fallbacks(to_dlpack, _finish)
+Tensor.__dlpack__ = _capi.dlpack_method
 Tensor.__dlpack_device__ = _dlpack_device
 Tensor.__dlpack_c_exchange_api__ = _OUR_API

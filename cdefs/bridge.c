@@ -611,6 +611,11 @@ static inline PyObject *get_slot(PyObject *descr, PyObject *obj) {
 static PyObject *parsed_to_tensor(parsed_t *p) {
   PyObject *dt = (p->code < 32 && p->bits <= 128) ? dtype_table[p->code][p->bits] : NULL;
   if (dt == NULL || p->dev_type != kDLCPU || p->dev_id != 0) {
+    if (py_finish == NULL) {
+      parsed_clear(p);
+      PyErr_SetString(PyExc_RuntimeError, "bridge.dlpack is not initialised");
+      return NULL;
+    }
     PyObject *tup = parsed_to_tuple(p);
     if (tup == NULL) return NULL;
     PyObject *r = PyObject_CallOneArg(py_finish, tup);
@@ -811,6 +816,10 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     if (readonly == Py_True && !versioned) simple = 0; /* Python raises the BufferError */
   }
   if (!simple) {
+    if (py_to_dlpack == NULL) {
+      PyErr_SetString(PyExc_RuntimeError, "bridge.dlpack is not initialised");
+      goto done;
+    }
     PyObject *stack[5]; /* self, then at most the 4 known keyword values */
     stack[0] = self;
     for (Py_ssize_t i = 0; i < nkw; i++) stack[1 + i] = args[i];
@@ -868,14 +877,26 @@ static PyObject *descr(PyObject *cls, const char *name) {
   return PyObject_GetAttrString(cls, name);
 }
 
-/* setup(Tensor, UntypedStorage, dtype_class, {(code, bits): dtype}, cpu_device,
- *       to_dlpack, finish) -> the __dlpack__ method descriptor for Tensor */
+/* set_dlpack_fallbacks(to_dlpack, finish): the Python halves of export and
+ * import, registered by bridge/dlpack.py. */
+static PyObject *py_set_dlpack_fallbacks(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "set_dlpack_fallbacks(to_dlpack, finish)");
+    return NULL;
+  }
+  Py_XSETREF(py_to_dlpack, Py_NewRef(args[0]));
+  Py_XSETREF(py_finish, Py_NewRef(args[1]));
+  Py_RETURN_NONE;
+}
+
+/* setup(Tensor, UntypedStorage, dtype_class, {(code, bits): dtype}, cpu_device)
+ * -> the __dlpack__ method descriptor for Tensor. Called once by bridge/_capi.py. */
 static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
-  if (nargs != 7 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2]) ||
+  if (nargs != 5 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2]) ||
       !PyDict_Check(args[3])) {
-    PyErr_SetString(PyExc_TypeError, "setup() takes (Tensor, UntypedStorage, dtype, map, cpu, "
-                                     "to_dlpack, finish)");
+    PyErr_SetString(PyExc_TypeError, "setup() takes (Tensor, UntypedStorage, dtype, map, cpu)");
     return NULL;
   }
   tensor_type = (PyTypeObject *)Py_NewRef(args[0]);
@@ -883,8 +904,6 @@ static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
   PyObject *T = args[0], *S = args[1], *D = args[2];
   dtype_map = Py_NewRef(args[3]);
   cpu_device = Py_NewRef(args[4]);
-  py_to_dlpack = Py_NewRef(args[5]);
-  py_finish = Py_NewRef(args[6]);
   if (!(t_storage = descr(T, "_storage")) || !(t_dtype = descr(T, "_dtype")) ||
       !(t_shape = descr(T, "_shape")) || !(t_strides = descr(T, "_strides")) ||
       !(t_offset = descr(T, "_offset")) || !(s_ptr = descr(S, "_ptr")) ||
@@ -1228,6 +1247,10 @@ static PyObject *py_setup_numpy(PyObject *mod, PyObject *const *args, Py_ssize_t
   (void)mod;
   if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "setup_numpy(Tensor, ndarray, slow_path)");
+    return NULL;
+  }
+  if (tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "setup_numpy() needs setup() first (import bridge.dlpack)");
     return NULL;
   }
   Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[1]));
@@ -1979,6 +2002,14 @@ static PyObject *py_arrow_import(PyObject *mod, PyObject *const *args, Py_ssize_
   return Py_BuildValue("(NNNlL)", guard, sd, ad, dev_type, dev_id);
 }
 
+/* arrow_describe_schema(schema_capsule): describe without taking it (for
+ * requested_schema, which stays the caller's). */
+static PyObject *py_arrow_describe_schema(PyObject *mod, PyObject *cap) {
+  (void)mod;
+  struct ArrowSchema *s = (struct ArrowSchema *)capsule_struct(cap, NAME_ARROW_SCHEMA, "schema");
+  return s == NULL ? NULL : describe_schema(s, 0);
+}
+
 /* arrow_import_stream(stream_capsule) -> (schema_guard, schema_desc,
  *   [(array_guard, array_desc), ...]); the stream is drained and released. */
 static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
@@ -2041,116 +2072,229 @@ done:
   return result;
 }
 
-/* ---- the pyarrow fast path: a primitive pa.Array without nulls, read from
- * its attributes (no C-interface export on pyarrow's side). */
+/* ---- the tensor fast path: a 1-d contiguous host tensor of a primitive
+ * type, exported without building Python-level specs. Anything else is left
+ * to bridge/arrow.py (which also raises the errors). */
 
-static PyObject *pa_type_table; /* pyarrow type id -> bridge dtype */
-static PyObject *str_null_count, *str_type, *str_id, *str_offset, *str_buffers, *str_address,
-    *str_is_cpu, *cpu_offset_zero;
+static PyObject *py_arrow_export_fallback; /* (tensor, want_device: bool, args, kwnames) */
+static const char BOOL8_METADATA[] = {
+    2, 0, 0, 0,                                                              /* 2 pairs */
+    20, 0, 0, 0, 'A', 'R', 'R', 'O', 'W', ':', 'e', 'x', 't', 'e', 'n', 's', 'i', 'o', 'n', ':',
+    'n', 'a', 'm', 'e', 11, 0, 0, 0, 'a', 'r', 'r', 'o', 'w', '.', 'b', 'o', 'o', 'l', '8',
+    24, 0, 0, 0, 'A', 'R', 'R', 'O', 'W', ':', 'e', 'x', 't', 'e', 'n', 's', 'i', 'o', 'n', ':',
+    'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0, 0, 0, 0};
 
-static PyObject *attr_long(PyObject *obj, PyObject *name, long long *out) {
-  PyObject *v = PyObject_GetAttr(obj, name);
-  if (v == NULL) return NULL;
-  *out = PyLong_AsLongLong(v);
-  Py_DECREF(v);
-  return (*out == -1 && PyErr_Occurred()) ? NULL : Py_None;
+static const char *arrow_format_of(long code, long bits) {
+  switch (code) {
+    case kDLInt:
+      return bits == 8 ? "c" : bits == 16 ? "s" : bits == 32 ? "i" : bits == 64 ? "l" : NULL;
+    case kDLUInt:
+      return bits == 8 ? "C" : bits == 16 ? "S" : bits == 32 ? "I" : bits == 64 ? "L" : NULL;
+    case kDLFloat:
+      return bits == 16 ? "e" : bits == 32 ? "f" : bits == 64 ? "g" : NULL;
+    case kDLBool:
+      return bits == 8 ? "c" : NULL;
+    default:
+      return NULL;
+  }
 }
 
-/* pyarrow_array(a) -> Tensor, or NotImplemented for anything but the plain case. */
-static PyObject *py_pyarrow_array(PyObject *mod, PyObject *a) {
-  (void)mod;
-  long long nulls, type_id, offset;
-  PyObject *tp = NULL, *bufs = NULL, *buf = NULL, *dt = NULL;
-  if (pa_type_table == NULL) Py_RETURN_NOTIMPLEMENTED;
-  if (!attr_long(a, str_null_count, &nulls)) return NULL;
-  if (nulls != 0) Py_RETURN_NOTIMPLEMENTED;
-  if (!(tp = PyObject_GetAttr(a, str_type))) return NULL;
-  if (!attr_long(tp, str_id, &type_id)) goto fail;
-  PyObject *key = PyLong_FromLongLong(type_id);
-  if (key == NULL) goto fail;
-  dt = PyDict_GetItemWithError(pa_type_table, key); /* borrowed */
-  Py_DECREF(key);
-  if (dt == NULL) {
-    Py_DECREF(tp);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NOTIMPLEMENTED;
+/* Fill a primitive schema node (no children) without a Python spec. */
+static int schema_fill_primitive(struct ArrowSchema *out, const char *format, const char *name,
+                                 const char *metadata, size_t meta_len) {
+  size_t lf = strlen(format) + 1, ln = strlen(name) + 1;
+  schema_private *p = (schema_private *)calloc(1, sizeof(schema_private) + lf + ln + meta_len);
+  if (p == NULL) {
+    PyErr_NoMemory();
+    return -1;
   }
-  if (!attr_long(a, str_offset, &offset)) goto fail;
-  Py_ssize_t length = PyObject_Length(a);
-  if (length < 0) goto fail;
-  if (!(bufs = PyObject_CallMethodNoArgs(a, str_buffers))) goto fail;
-  if (!PyList_Check(bufs) || PyList_GET_SIZE(bufs) != 2) {
-    Py_DECREF(bufs);
-    Py_DECREF(tp);
-    Py_RETURN_NOTIMPLEMENTED;
-  }
-  buf = PyList_GET_ITEM(bufs, 1);
-  if (buf == Py_None) {
-    Py_DECREF(bufs);
-    Py_DECREF(tp);
-    Py_RETURN_NOTIMPLEMENTED;
-  }
-  PyObject *is_cpu = PyObject_GetAttr(buf, str_is_cpu);
-  if (is_cpu == NULL) goto fail;
-  int cpu = PyObject_IsTrue(is_cpu);
-  Py_DECREF(is_cpu);
-  if (cpu <= 0) {
-    Py_DECREF(bufs);
-    Py_DECREF(tp);
-    if (cpu < 0) return NULL;
-    Py_RETURN_NOTIMPLEMENTED;
-  }
-  long long address, isz;
-  if (!attr_long(buf, str_address, &address)) goto fail;
-  PyObject *iszo = get_slot(d_itemsize, dt);
-  if (iszo == NULL) goto fail;
-  isz = PyLong_AsLongLong(iszo);
-  Py_DECREF(iszo);
-  parsed_t p = {0};
-  p.guard = Py_NewRef(a); /* pyarrow arrays are immutable and own their buffers */
-  p.start = (uintptr_t)address + (uintptr_t)(offset * isz);
-  p.nbytes = (int64_t)length * isz;
-  p.dev_type = kDLCPU;
-  p.dev_id = 0;
-  p.offset = 0;
-  p.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-  p.shape = Py_BuildValue("(n)", length);
-  p.strides = Py_BuildValue("(i)", 1);
-  PyObject *dl = get_slot(d_dlpack, dt);
-  if (dl == NULL || p.shape == NULL || p.strides == NULL) {
-    Py_XDECREF(dl);
-    parsed_clear(&p);
-    goto fail;
-  }
-  p.code = (int)PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
-  p.bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
-  Py_DECREF(dl);
-  Py_DECREF(bufs);
-  Py_DECREF(tp);
-  return parsed_to_tensor(&p);
-fail:
-  Py_XDECREF(bufs);
-  Py_XDECREF(tp);
-  return NULL;
+  char *str = (char *)(p + 1);
+  memcpy(str, format, lf);
+  memcpy(str + lf, name, ln);
+  if (meta_len) memcpy(str + lf + ln, metadata, meta_len);
+  out->format = str;
+  out->name = str + lf;
+  out->metadata = meta_len ? str + lf + ln : NULL;
+  out->flags = ARROW_FLAG_NULLABLE;
+  out->n_children = 0;
+  out->children = NULL;
+  out->dictionary = NULL;
+  out->private_data = p;
+  out->release = schema_release;
+  return 0;
 }
 
-/* setup_arrow({pyarrow type id: dtype}) */
-static PyObject *py_setup_arrow(PyObject *mod, PyObject *table) {
+static int array_fill_primitive(struct ArrowArray *out, PyObject *owner, int64_t length,
+                                int64_t offset, const void *data) {
+  array_private *p = (array_private *)calloc(1, sizeof(array_private) + 2 * sizeof(void *));
+  if (p == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  p->buffers = (const void **)(p + 1);
+  p->buffers[0] = NULL;
+  p->buffers[1] = data;
+  Py_INCREF(owner);
+  p->owner = owner;
+  out->length = length;
+  out->null_count = 0;
+  out->offset = offset;
+  out->n_buffers = 2;
+  out->n_children = 0;
+  out->buffers = p->buffers;
+  out->children = NULL;
+  out->dictionary = NULL;
+  out->private_data = p;
+  out->release = array_release;
+  BUMP(n_arrow_exports);
+  return 0;
+}
+
+/* The common body of Tensor.__arrow_c_array__ / __arrow_c_device_array__. */
+static PyObject *tensor_arrow_export(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                                     PyObject *kwnames, int device) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  int simple = 1;
+  for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+    if (args[i] != Py_None) simple = 0; /* requested_schema or device keywords: Python decides */
+  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL,
+           *ptr = NULL, *dldev = NULL, *keep = NULL, *dl = NULL, *result = NULL;
+  const char *format = NULL;
+  if (simple) {
+    if (!(storage = get_slot(t_storage, self)) || !(dtype = get_slot(t_dtype, self)) ||
+        !(shape = get_slot(t_shape, self)) || !(strides = get_slot(t_strides, self)) ||
+        !(offset = get_slot(t_offset, self)) || !(ptr = get_slot(s_ptr, storage)) ||
+        !(dldev = get_slot(s_dldev, storage)) || !(dl = get_slot(d_dlpack, dtype)))
+      goto done;
+    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0)), bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
+    format = arrow_format_of(code, bits);
+    int contiguous = PyTuple_GET_SIZE(shape) == 1 &&
+                     (PyLong_AsLong(PyTuple_GET_ITEM(shape, 0)) <= 1 ||
+                      PyLong_AsLong(PyTuple_GET_ITEM(strides, 0)) == 1);
+    if (PyErr_Occurred()) goto done;
+    if (format == NULL || !contiguous || PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0)) != kDLCPU ||
+        (PyLong_AsUnsignedLongLong(ptr) % (unsigned long long)(bits / 8)) != 0)
+      simple = 0;
+    if (PyErr_Occurred()) goto done;
+    if (simple) {
+      if (!(keep = get_slot(s_np, storage))) goto done;
+      if (keep == Py_None) {
+        Py_DECREF(keep);
+        if (!(keep = get_slot(s_owner, storage))) goto done;
+      }
+      int is_bool = code == kDLBool;
+      struct ArrowSchema *sc;
+      PyObject *scap = new_struct_capsule(sizeof *sc, NAME_ARROW_SCHEMA,
+                                          arrow_schema_capsule_destructor, (void **)&sc);
+      if (scap == NULL) goto done;
+      if (schema_fill_primitive(sc, format, "tensor", is_bool ? BOOL8_METADATA : NULL,
+                                is_bool ? sizeof BOOL8_METADATA : 0) < 0) {
+        Py_DECREF(scap);
+        goto done;
+      }
+      struct ArrowArray *arr;
+      struct ArrowDeviceArray *dev = NULL;
+      PyObject *acap;
+      if (device) {
+        acap = new_struct_capsule(sizeof *dev, NAME_ARROW_DEVICE_ARRAY,
+                                  arrow_device_array_capsule_destructor, (void **)&dev);
+        arr = dev ? &dev->array : NULL;
+      } else {
+        acap = new_struct_capsule(sizeof *arr, NAME_ARROW_ARRAY, arrow_array_capsule_destructor,
+                                  (void **)&arr);
+      }
+      if (acap == NULL) {
+        Py_DECREF(scap);
+        goto done;
+      }
+      if (device) {
+        dev->device_type = ARROW_CPU_DEVICE;
+        dev->device_id = -1;
+      }
+      if (array_fill_primitive(arr, keep, PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0)),
+                               PyLong_AsLongLong(offset), PyLong_AsVoidPtr(ptr)) < 0) {
+        Py_DECREF(scap);
+        Py_DECREF(acap);
+        goto done;
+      }
+      result = PyTuple_Pack(2, scap, acap);
+      Py_DECREF(scap);
+      Py_DECREF(acap);
+      goto done;
+    }
+  }
+  {
+    PyObject *call[4] = {self, device ? Py_True : Py_False, NULL, NULL};
+    PyObject *argt = PyTuple_New(nargs), *kw = PyDict_New();
+    if (argt == NULL || kw == NULL) {
+      Py_XDECREF(argt);
+      Py_XDECREF(kw);
+      goto done;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(argt, i, Py_NewRef(args[i]));
+    for (Py_ssize_t i = 0; i < nkw; i++)
+      if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
+        Py_DECREF(argt);
+        Py_DECREF(kw);
+        goto done;
+      }
+    call[2] = argt;
+    call[3] = kw;
+    result = PyObject_Vectorcall(py_arrow_export_fallback, call, 4, NULL);
+    Py_DECREF(argt);
+    Py_DECREF(kw);
+  }
+done:
+  Py_XDECREF(storage);
+  Py_XDECREF(dtype);
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  Py_XDECREF(offset);
+  Py_XDECREF(ptr);
+  Py_XDECREF(dldev);
+  Py_XDECREF(keep);
+  Py_XDECREF(dl);
+  return result;
+}
+
+static PyObject *tensor_arrow_c_array(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                                      PyObject *kwnames) {
+  return tensor_arrow_export(self, args, nargsf, kwnames, 0);
+}
+
+static PyObject *tensor_arrow_c_device_array(PyObject *self, PyObject *const *args,
+                                             Py_ssize_t nargsf, PyObject *kwnames) {
+  return tensor_arrow_export(self, args, nargsf, kwnames, 1);
+}
+
+static PyMethodDef tensor_arrow_c_array_def = {
+    "__arrow_c_array__", (PyCFunction)(void (*)(void))tensor_arrow_c_array,
+    METH_FASTCALL | METH_KEYWORDS,
+    "__arrow_c_array__(requested_schema=None) -> (schema capsule, array capsule)\n\n"
+    "Arrow PyCapsule interface, zero-copy; see bridge.arrow."};
+
+static PyMethodDef tensor_arrow_c_device_array_def = {
+    "__arrow_c_device_array__", (PyCFunction)(void (*)(void))tensor_arrow_c_device_array,
+    METH_FASTCALL | METH_KEYWORDS,
+    "__arrow_c_device_array__(requested_schema=None, **kwargs) -> (schema, device array)\n\n"
+    "Arrow PyCapsule interface for host and CUDA memory; see bridge.arrow."};
+
+/* setup_arrow(fallback) -> (__arrow_c_array__, __arrow_c_device_array__)
+ * method descriptors for Tensor */
+static PyObject *py_setup_arrow(PyObject *mod, PyObject *fallback) {
   (void)mod;
-  if (!PyDict_Check(table)) {
-    PyErr_SetString(PyExc_TypeError, "setup_arrow() takes a dict");
+  if (tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "setup_arrow() needs bridge._capi's setup() first");
     return NULL;
   }
-  Py_XSETREF(pa_type_table, Py_NewRef(table));
-  if (!(str_null_count = PyUnicode_InternFromString("null_count")) ||
-      !(str_type = PyUnicode_InternFromString("type")) ||
-      !(str_id = PyUnicode_InternFromString("id")) ||
-      !(str_offset = PyUnicode_InternFromString("offset")) ||
-      !(str_buffers = PyUnicode_InternFromString("buffers")) ||
-      !(str_address = PyUnicode_InternFromString("address")) ||
-      !(str_is_cpu = PyUnicode_InternFromString("is_cpu")))
+  Py_XSETREF(py_arrow_export_fallback, Py_NewRef(fallback));
+  PyObject *a = PyDescr_NewMethod(tensor_type, &tensor_arrow_c_array_def);
+  PyObject *d = a ? PyDescr_NewMethod(tensor_type, &tensor_arrow_c_device_array_def) : NULL;
+  if (d == NULL) {
+    Py_XDECREF(a);
     return NULL;
-  Py_RETURN_NONE;
+  }
+  return Py_BuildValue("(NN)", a, d);
 }
 
 static PyMethodDef fast_methods[] = {
@@ -2159,6 +2303,8 @@ static PyMethodDef fast_methods[] = {
     {"import_exchange", (PyCFunction)(void (*)(void))py_import_exchange, METH_FASTCALL, NULL},
     {"set_callbacks", (PyCFunction)(void (*)(void))py_set_callbacks, METH_FASTCALL, NULL},
     {"setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL, NULL},
+    {"set_dlpack_fallbacks", (PyCFunction)(void (*)(void))py_set_dlpack_fallbacks, METH_FASTCALL,
+     NULL},
     {"setup_numpy", (PyCFunction)(void (*)(void))py_setup_numpy, METH_FASTCALL, NULL},
     {"fast_from_dlpack", (PyCFunction)py_fast_from_dlpack, METH_O, NULL},
     {"api_to_object", (PyCFunction)(void (*)(void))py_api_to_object, METH_FASTCALL, NULL},
@@ -2174,7 +2320,7 @@ static PyMethodDef fast_methods[] = {
      NULL},
     {"arrow_import", (PyCFunction)(void (*)(void))py_arrow_import, METH_FASTCALL, NULL},
     {"arrow_import_stream", (PyCFunction)py_arrow_import_stream, METH_O, NULL},
-    {"pyarrow_array", (PyCFunction)py_pyarrow_array, METH_O, NULL},
+    {"arrow_describe_schema", (PyCFunction)py_arrow_describe_schema, METH_O, NULL},
     {"setup_arrow", (PyCFunction)py_setup_arrow, METH_O, NULL},
     {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O, NULL},
     {"make_capsule", (PyCFunction)(void (*)(void))py_make_capsule, METH_FASTCALL, NULL},
