@@ -188,6 +188,27 @@ def array_interface_rows() -> list[Row]:
     ]  # fmt: skip
 
 
+def arrow_rows() -> list[Row]:
+    """Arrow (issue 5's targets): pa.array over a tensor, and from_arrow."""
+    import pyarrow as pa
+
+    a, b, _, _ = _kib_operands()
+    arr = pa.array(a)
+    ptr = a.__array_interface__["data"][0]
+
+    def check() -> None:
+        assert pa.array(b).buffers()[1].address == ptr
+        assert bridge.from_arrow(arr).data_ptr() == arr.buffers()[1].address
+
+    return [
+        Row("pa.array(bridge) | pa.array(ndarray)  [Arrow C data interface]",
+            lambda: pa.array(b), lambda: pa.array(a), None, target=1.0, check=check),
+        Row("bridge.from_arrow(pa_array) | pa_array.to_numpy(zero_copy_only=True)",
+            lambda: bridge.from_arrow(arr), lambda: arr.to_numpy(zero_copy_only=True), None,
+            target=1.0),
+    ]  # fmt: skip
+
+
 def rss_bytes() -> int:
     """Resident set size of this process."""
     with open("/proc/self/statm") as f:
@@ -224,7 +245,13 @@ def size_independence(repeat: int, min_time: float) -> list[dict[str, Any]]:
     return out
 
 
-GROUPS: list[Callable[[], list[Row]]] = [copy_rows, small_op_rows, dlpack_rows, array_interface_rows]
+GROUPS: list[Callable[[], list[Row]]] = [
+    copy_rows,
+    small_op_rows,
+    dlpack_rows,
+    array_interface_rows,
+    arrow_rows,
+]
 
 
 def best_per_call(fn: Callable[[], Any], repeat: int, min_time: float) -> float:

@@ -67,6 +67,30 @@ def test_layout_matches_upstream_dlpack_h(tmp_path):
     sys.modules.pop("_bridge_layout_check", None)
 
 
+def test_arrow_layout_matches_pyarrow_abi_h(tmp_path):
+    """Compile our Arrow C data declarations against pyarrow's arrow/c/abi.h."""
+    import cffi
+
+    spec = importlib.util.find_spec("pyarrow")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pyarrow is not installed")
+    header = pathlib.Path(next(iter(spec.submodule_search_locations))) / "include/arrow/c/abi.h"
+    if not header.exists():
+        pytest.skip("pyarrow ships no arrow/c/abi.h")
+    checker = cffi.FFI()
+    checker.cdef((CDEFS / "arrow_c_data.h").read_text())
+    checker.set_source("_bridge_arrow_layout_check", f'#include "{header}"\n')
+    so = checker.compile(tmpdir=str(tmp_path), verbose=False)
+    mod_spec = importlib.util.spec_from_file_location("_bridge_arrow_layout_check", so)
+    assert mod_spec is not None and mod_spec.loader is not None
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    for name in ("struct ArrowSchema", "struct ArrowArray", "struct ArrowDeviceArray",
+                 "struct ArrowArrayStream"):  # fmt: skip
+        assert mod.ffi.sizeof(name) == ffi.sizeof(name)
+    sys.modules.pop("_bridge_arrow_layout_check", None)
+
+
 def test_struct_layout_facts():
     assert ffi.sizeof("DLTensor") == 48
     assert ffi.offsetof("DLManagedTensorVersioned", "dl_tensor") == 32
