@@ -48,6 +48,7 @@ arrow_import = _ns["arrow_import"]
 arrow_import_stream = _ns["arrow_import_stream"]
 arrow_describe_schema = _ns["arrow_describe_schema"]
 setup_arrow = _ns["setup_arrow"]
+make_from_arrow = _ns["make_from_arrow"]
 
 
 # The C fast paths read and build the core's objects through their __slots__

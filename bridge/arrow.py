@@ -28,6 +28,7 @@ import ctypes
 import itertools
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,6 @@ def _decode_metadata(raw: bytes | None) -> dict[bytes, bytes]:
 
 
 _BOOL8_META = _encode_metadata([(_EXT_NAME, _BOOL8), (_EXT_META, b"")])
-_fast_from_dlpack = _capi.fast_from_dlpack
 
 
 # ------------------------------------------------------------------ export
@@ -418,8 +418,9 @@ def _from_stream(capsule: Any, *, copy: bool, with_mask: bool) -> Any:
     return _tensor_from(schema, arr, guard, CPU, copy=copy, with_mask=with_mask)
 
 
-def from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
-    """A read-only tensor over Arrow memory, zero-copy.
+def _from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
+    """A read-only tensor over Arrow memory, zero-copy (the body of
+    :func:`from_arrow`, which handles plain primitive pyarrow arrays in C).
 
     Accepts pyarrow Buffers (a uint8 tensor; writable when the buffer is
     mutable; device buffers give device tensors), Arrays of int/uint/float
@@ -441,8 +442,6 @@ def from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
     malformed structs (buffer counts, negative offsets, lengths past the end
     of a buffer of known size).
     """
-    if type(obj) in _PA_PRIMITIVE and not with_mask and obj.null_count == 0:
-        return _fast_from_dlpack(obj)  # type: ignore[no-any-return]
     if type(obj).__module__.startswith("pyarrow"):
         out = _from_pyarrow(obj, copy=copy, with_mask=with_mask)
         if out is not None:
@@ -473,7 +472,7 @@ def _from_pyarrow(obj: Any, *, copy: bool, with_mask: bool) -> Any:
                 f"the ChunkedArray has {obj.num_chunks} chunks; a zero-copy tensor needs exactly "
                 "one (combine_chunks() copies)"
             )
-        return from_arrow(obj.chunk(0), copy=copy, with_mask=with_mask)
+        return _from_arrow(obj.chunk(0), copy=copy, with_mask=with_mask)
     if isinstance(obj, pa.Tensor):
         arr = obj.to_numpy()
         dt = _dtypes.from_numpy_dtype(arr.dtype)
@@ -579,6 +578,9 @@ def _export_fallback(t: Tensor, device: bool, args: tuple[Any, ...], kwargs: dic
     # leaves to Python: N-d tensors, requested schemas, device memory, errors.
     return (_arrow_c_device_array if device else _arrow_c_array)(t, *args, **kwargs)
 
+
+from_arrow: Callable[..., Any] = _capi.make_from_arrow(_from_arrow, set(_PA_PRIMITIVE))
+# (a C builtin: plain primitive pyarrow arrays in C, everything else in _from_arrow)
 
 # __arrow_c_array__ / __arrow_c_device_array__ are C method descriptors
 # (cdefs/bridge.c: tensor_arrow_export) with the functions above as fallback.

@@ -8,6 +8,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the __slots__ member kinds */
 
 #include <errno.h>
 #include <pthread.h>
@@ -123,13 +124,14 @@ static PyObject *PyErr_GetRaisedException_compat(void) {
  * reference cannot be dropped safely, so the block is leaked on purpose. */
 static void release_export(void *block, void *ctx) {
   if (!Py_IsInitialized()) return;
-  PyGILState_STATE gil = PyGILState_Ensure();
+  int held = PyGILState_Check(); /* consumers usually release with the GIL held */
+  PyGILState_STATE gil = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
   SAVE_ERROR;
   Py_XDECREF((PyObject *)ctx);
   free(block);
   BUMP(n_export_deleters);
   RESTORE_ERROR;
-  PyGILState_Release(gil);
+  if (!held) PyGILState_Release(gil);
 }
 
 static void export_deleter(DLManagedTensor *self) {
@@ -598,12 +600,28 @@ static PyObject *str_dlpack, *str_max_version, *str_api, *str_is_conj, *str_is_n
     *cpu_dldev;
 static PyObject *dtype_table[32][129]; /* borrowed from dtype_map, by (code, bits) */
 
+/* __slots__ are object pointers at fixed offsets, which setup() reads from
+ * the member descriptors once (and checks are plain object slots). Reading
+ * and writing them directly skips the descriptor protocol on the hot paths;
+ * every object passed here is an instance of the class the descriptor
+ * belongs to. */
+static inline PyObject **slot_ptr(PyObject *descr, PyObject *obj) {
+  return (PyObject **)((char *)obj + ((PyMemberDescrObject *)descr)->d_member->offset);
+}
+
 static inline int set_slot(PyObject *descr, PyObject *obj, PyObject *value) {
-  return Py_TYPE(descr)->tp_descr_set(descr, obj, value);
+  Py_XSETREF(*slot_ptr(descr, obj), Py_NewRef(value));
+  return 0;
 }
 
 static inline PyObject *get_slot(PyObject *descr, PyObject *obj) {
-  return Py_TYPE(descr)->tp_descr_get(descr, obj, NULL);
+  PyObject *v = *slot_ptr(descr, obj);
+  if (v == NULL) {
+    PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
+                 Py_TYPE(obj)->tp_name, PyDescr_NAME(descr));
+    return NULL;
+  }
+  return Py_NewRef(v);
 }
 
 /* A Storage and a Tensor for a parsed import (CPU or any device bridge has a
@@ -811,8 +829,12 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   PyObject *ptr = NULL, *readonly = NULL, *dldev = NULL, *keep = NULL, *itemsize = NULL,
            *dl = NULL, *result = NULL;
   if (simple) {
-    if (!(storage = get_slot(t_storage, self)) || !(readonly = get_slot(s_readonly, storage)))
+    if (!(storage = get_slot(t_storage, self))) goto done;
+    if (!PyObject_TypeCheck(storage, storage_type)) {
+      PyErr_SetString(PyExc_TypeError, "tensor._storage is not an UntypedStorage");
       goto done;
+    }
+    if (!(readonly = get_slot(s_readonly, storage))) goto done;
     if (readonly == Py_True && !versioned) simple = 0; /* Python raises the BufferError */
   }
   if (!simple) {
@@ -918,8 +940,10 @@ static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
                      s_device, s_dldev, s_owner, s_np, s_readonly, s_resizable, s_filename,
                      s_shared, d_itemsize, d_dlpack};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-    if (Py_TYPE(all[i])->tp_descr_get == NULL || Py_TYPE(all[i])->tp_descr_set == NULL) {
-      PyErr_SetString(PyExc_TypeError, "setup(): expected __slots__ member descriptors");
+    if (!Py_IS_TYPE(all[i], &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)all[i])->d_member->type != T_OBJECT_EX ||
+        (((PyMemberDescrObject *)all[i])->d_member->flags & READONLY)) {
+      PyErr_SetString(PyExc_TypeError, "setup(): expected writable __slots__ member descriptors");
       return NULL;
     }
   }
@@ -1547,11 +1571,17 @@ static void array_release(struct ArrowArray *a) {
   array_private *p = (array_private *)a->private_data;
   /* After interpreter shutdown the reference cannot be dropped: leak it. */
   if (p->owner != NULL && Py_IsInitialized()) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    SAVE_ERROR;
-    Py_DECREF(p->owner);
-    RESTORE_ERROR;
-    PyGILState_Release(gil);
+    if (PyGILState_Check()) { /* the common case: released from Python code */
+      SAVE_ERROR;
+      Py_DECREF(p->owner);
+      RESTORE_ERROR;
+    } else {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      SAVE_ERROR;
+      Py_DECREF(p->owner);
+      RESTORE_ERROR;
+      PyGILState_Release(gil);
+    }
   }
   free(p);
   a->release = NULL;
@@ -2099,55 +2129,139 @@ static const char *arrow_format_of(long code, long bits) {
   }
 }
 
-/* Fill a primitive schema node (no children) without a Python spec. */
-static int schema_fill_primitive(struct ArrowSchema *out, const char *format, const char *name,
-                                 const char *metadata, size_t meta_len) {
-  size_t lf = strlen(format) + 1, ln = strlen(name) + 1;
-  schema_private *p = (schema_private *)calloc(1, sizeof(schema_private) + lf + ln + meta_len);
-  if (p == NULL) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  char *str = (char *)(p + 1);
-  memcpy(str, format, lf);
-  memcpy(str + lf, name, ln);
-  if (meta_len) memcpy(str + lf + ln, metadata, meta_len);
-  out->format = str;
-  out->name = str + lf;
-  out->metadata = meta_len ? str + lf + ln : NULL;
+/* A primitive schema node (no children) pointing at static strings: nothing
+ * to allocate, so its release only marks it released. */
+static void static_schema_release(struct ArrowSchema *s) {
+  if (s != NULL) s->release = NULL;
+}
+
+static void schema_fill_primitive(struct ArrowSchema *out, const char *format,
+                                  const char *metadata) {
+  out->format = format;
+  out->name = NULL; /* an array's type needs no field name; cheaper for importers */
+  out->metadata = metadata;
   out->flags = ARROW_FLAG_NULLABLE;
   out->n_children = 0;
   out->children = NULL;
   out->dictionary = NULL;
-  out->private_data = p;
-  out->release = schema_release;
-  return 0;
+  out->private_data = NULL;
+  out->release = static_schema_release;
 }
 
-static int array_fill_primitive(struct ArrowArray *out, PyObject *owner, int64_t length,
-                                int64_t offset, const void *data) {
-  array_private *p = (array_private *)calloc(1, sizeof(array_private) + 2 * sizeof(void *));
-  if (p == NULL) {
-    PyErr_NoMemory();
-    return -1;
+/* The fast path's export: one allocation holds both capsules' structs (the
+ * schema, and an ArrowArray or ArrowDeviceArray), the owner reference and the
+ * buffer list. The block is freed once both capsules are gone and the array
+ * (wherever a consumer moved it) is released. The schema points at static
+ * strings and owns nothing, so a moved copy of it needs nothing from the
+ * block. The flags are only touched with the GIL held, which serialises the
+ * three events. */
+typedef struct {
+  union {
+    struct ArrowArray array;
+    struct ArrowDeviceArray device;
+  } head; /* first: the array capsule points here */
+  struct ArrowSchema schema;
+  PyObject *owner;
+  const void *buffers[2];
+  int array_capsule_gone, schema_capsule_gone, released;
+} fast_block;
+
+static void fast_block_maybe_free(fast_block *b) {
+  if (b->array_capsule_gone && b->schema_capsule_gone && b->released) free(b);
+}
+
+static void fast_array_release(struct ArrowArray *a) {
+  if (a == NULL || a->release == NULL) return;
+  fast_block *b = (fast_block *)a->private_data;
+  a->release = NULL;
+  if (!Py_IsInitialized()) return; /* after shutdown: leak rather than touch Python */
+  int held = PyGILState_Check();
+  PyGILState_STATE gil = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
+  SAVE_ERROR;
+  Py_CLEAR(b->owner);
+  b->released = 1;
+  RESTORE_ERROR;
+  BUMP(n_arrow_releases);
+  fast_block_maybe_free(b);
+  if (!held) PyGILState_Release(gil);
+}
+
+static void fast_array_capsule_destructor(PyObject *cap) {
+  const char *name = PyCapsule_GetName(cap);
+  fast_block *b = name ? (fast_block *)PyCapsule_GetPointer(cap, name) : NULL;
+  if (b == NULL) {
+    PyErr_Clear();
+    return;
   }
-  p->buffers = (const void **)(p + 1);
-  p->buffers[0] = NULL;
-  p->buffers[1] = data;
-  Py_INCREF(owner);
-  p->owner = owner;
+  struct ArrowArray *a = &b->head.array; /* the first member of both struct kinds */
+  b->array_capsule_gone = 1;
+  if (a->release != NULL)
+    a->release(a); /* never moved: release it here (which may free the block) */
+  else
+    fast_block_maybe_free(b);
+}
+
+static void fast_schema_capsule_destructor(PyObject *cap) {
+  struct ArrowSchema *s = (struct ArrowSchema *)PyCapsule_GetPointer(cap, NAME_ARROW_SCHEMA);
+  if (s == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  fast_block *b = (fast_block *)((char *)s - offsetof(fast_block, schema));
+  if (s->release != NULL) s->release(s);
+  b->schema_capsule_gone = 1;
+  fast_block_maybe_free(b);
+}
+
+/* (schema capsule, array capsule) for a primitive 1-d host array. */
+static PyObject *fast_export(PyObject *owner, const char *format, const char *metadata,
+                             int64_t length, int64_t offset, const void *data, int device) {
+  fast_block *b = (fast_block *)calloc(1, sizeof *b);
+  if (b == NULL) return PyErr_NoMemory();
+  b->schema_capsule_gone = b->array_capsule_gone = b->released = 1; /* until each exists */
+  PyObject *scap = PyCapsule_New(&b->schema, NAME_ARROW_SCHEMA, fast_schema_capsule_destructor);
+  if (scap == NULL) {
+    free(b);
+    return NULL;
+  }
+  b->schema_capsule_gone = 0;
+  schema_fill_primitive(&b->schema, format, metadata);
+  PyObject *acap = PyCapsule_New(b, device ? NAME_ARROW_DEVICE_ARRAY : NAME_ARROW_ARRAY,
+                                 fast_array_capsule_destructor);
+  if (acap == NULL) {
+    Py_DECREF(scap); /* frees the block: the array part never existed */
+    return NULL;
+  }
+  b->array_capsule_gone = 0;
+  struct ArrowArray *out = &b->head.array;
+  if (device) {
+    b->head.device.device_type = ARROW_CPU_DEVICE;
+    b->head.device.device_id = -1;
+  }
+  b->buffers[0] = NULL;
+  b->buffers[1] = data;
+  b->owner = Py_NewRef(owner);
   out->length = length;
   out->null_count = 0;
   out->offset = offset;
   out->n_buffers = 2;
   out->n_children = 0;
-  out->buffers = p->buffers;
+  out->buffers = b->buffers;
   out->children = NULL;
   out->dictionary = NULL;
-  out->private_data = p;
-  out->release = array_release;
+  out->private_data = b;
+  out->release = fast_array_release;
+  b->released = 0;
   BUMP(n_arrow_exports);
-  return 0;
+  PyObject *pair = PyTuple_New(2);
+  if (pair == NULL) {
+    Py_DECREF(scap);
+    Py_DECREF(acap);
+    return NULL;
+  }
+  PyTuple_SET_ITEM(pair, 0, scap);
+  PyTuple_SET_ITEM(pair, 1, acap);
+  return pair;
 }
 
 /* The common body of Tensor.__arrow_c_array__ / __arrow_c_device_array__. */
@@ -2183,43 +2297,9 @@ static PyObject *tensor_arrow_export(PyObject *self, PyObject *const *args, Py_s
         if (!(keep = get_slot(s_owner, storage))) goto done;
       }
       int is_bool = code == kDLBool;
-      struct ArrowSchema *sc;
-      PyObject *scap = new_struct_capsule(sizeof *sc, NAME_ARROW_SCHEMA,
-                                          arrow_schema_capsule_destructor, (void **)&sc);
-      if (scap == NULL) goto done;
-      if (schema_fill_primitive(sc, format, "tensor", is_bool ? BOOL8_METADATA : NULL,
-                                is_bool ? sizeof BOOL8_METADATA : 0) < 0) {
-        Py_DECREF(scap);
-        goto done;
-      }
-      struct ArrowArray *arr;
-      struct ArrowDeviceArray *dev = NULL;
-      PyObject *acap;
-      if (device) {
-        acap = new_struct_capsule(sizeof *dev, NAME_ARROW_DEVICE_ARRAY,
-                                  arrow_device_array_capsule_destructor, (void **)&dev);
-        arr = dev ? &dev->array : NULL;
-      } else {
-        acap = new_struct_capsule(sizeof *arr, NAME_ARROW_ARRAY, arrow_array_capsule_destructor,
-                                  (void **)&arr);
-      }
-      if (acap == NULL) {
-        Py_DECREF(scap);
-        goto done;
-      }
-      if (device) {
-        dev->device_type = ARROW_CPU_DEVICE;
-        dev->device_id = -1;
-      }
-      if (array_fill_primitive(arr, keep, PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0)),
-                               PyLong_AsLongLong(offset), PyLong_AsVoidPtr(ptr)) < 0) {
-        Py_DECREF(scap);
-        Py_DECREF(acap);
-        goto done;
-      }
-      result = PyTuple_Pack(2, scap, acap);
-      Py_DECREF(scap);
-      Py_DECREF(acap);
+      result = fast_export(keep, format, is_bool ? BOOL8_METADATA : NULL,
+                           PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0)),
+                           PyLong_AsLongLong(offset), PyLong_AsVoidPtr(ptr), device);
       goto done;
     }
   }
@@ -2279,6 +2359,71 @@ static PyMethodDef tensor_arrow_c_device_array_def = {
     "__arrow_c_device_array__(requested_schema=None, **kwargs) -> (schema, device array)\n\n"
     "Arrow PyCapsule interface for host and CUDA memory; see bridge.arrow."};
 
+/* bridge.from_arrow: plain primitive pyarrow arrays (exact class in
+ * pa_primitive, no nulls) go through pyarrow's own DLPack export in C; every
+ * other call goes to the Python implementation (bridge/arrow.py). */
+static PyObject *pa_primitive, *py_from_arrow_impl;
+
+static PyObject *py_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf,
+                               PyObject *kwnames) {
+  (void)mod;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs == 1 && kwnames == NULL && pa_primitive != NULL) {
+    int hit = PySet_Contains(pa_primitive, (PyObject *)Py_TYPE(args[0]));
+    if (hit < 0) return NULL;
+    if (hit) {
+      /* pyarrow refuses arrays with nulls (ArrowTypeError, a TypeError): the
+       * Python path then explains, or honours with_mask. */
+      PyObject *callargs[2] = {args[0], max_version_value};
+      PyObject *cap = PyObject_VectorcallMethod(str_dlpack, callargs,
+                                                1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_max_version);
+      if (cap == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
+          return NULL;
+        PyErr_Clear();
+      } else {
+        parsed_t p = {0};
+        int rc = PyCapsule_CheckExact(cap) ? consume_capsule(cap, &p) : -1;
+        if (rc < 0 && !PyErr_Occurred())
+          PyErr_SetString(PyExc_TypeError, "pyarrow's __dlpack__ returned no capsule");
+        Py_DECREF(cap);
+        return rc < 0 ? NULL : parsed_to_tensor(&p);
+      }
+    }
+  }
+  return PyObject_Vectorcall(py_from_arrow_impl, args, nargsf, kwnames);
+}
+
+static PyMethodDef from_arrow_def = {
+    "from_arrow", (PyCFunction)(void (*)(void))py_from_arrow, METH_FASTCALL | METH_KEYWORDS,
+    "from_arrow(obj, *, copy=False, with_mask=False) -> Tensor\n\n"
+    "A read-only tensor over Arrow memory, zero-copy; the Arrow memory stays alive\n"
+    "and its release runs once, when the last view dies. Takes pyarrow Buffer, Array,\n"
+    "ChunkedArray (one chunk), Tensor, FixedShapeTensorArray, one-column Table /\n"
+    "RecordBatch, any object with __arrow_c_device_array__ / __arrow_c_array__ /\n"
+    "__arrow_c_stream__, a stream capsule or a (schema, array) capsule pair.\n"
+    "with_mask=True returns (values, valid) for data with nulls (the mask a copy);\n"
+    "bit-packed bools need copy=True.\n\n"
+    "TypeError: no tensor form (strings, dictionaries, nested lists, complex).\n"
+    "ValueError: nulls, several chunks/batches/columns, released structs, wrong\n"
+    "capsule names, malformed structs. See docs/arrow.md."};
+
+/* make_from_arrow(impl, primitive_classes: set) -> the from_arrow builtin */
+static PyObject *py_make_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2 || !PyAnySet_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "make_from_arrow(impl, classes)");
+    return NULL;
+  }
+  if (tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "make_from_arrow() needs bridge._capi's setup() first");
+    return NULL;
+  }
+  Py_XSETREF(py_from_arrow_impl, Py_NewRef(args[0]));
+  Py_XSETREF(pa_primitive, Py_NewRef(args[1]));
+  return PyCFunction_New(&from_arrow_def, NULL);
+}
+
 /* setup_arrow(fallback) -> (__arrow_c_array__, __arrow_c_device_array__)
  * method descriptors for Tensor */
 static PyObject *py_setup_arrow(PyObject *mod, PyObject *fallback) {
@@ -2322,6 +2467,7 @@ static PyMethodDef fast_methods[] = {
     {"arrow_import_stream", (PyCFunction)py_arrow_import_stream, METH_O, NULL},
     {"arrow_describe_schema", (PyCFunction)py_arrow_describe_schema, METH_O, NULL},
     {"setup_arrow", (PyCFunction)py_setup_arrow, METH_O, NULL},
+    {"make_from_arrow", (PyCFunction)(void (*)(void))py_make_from_arrow, METH_FASTCALL, NULL},
     {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O, NULL},
     {"make_capsule", (PyCFunction)(void (*)(void))py_make_capsule, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
