@@ -19,8 +19,11 @@ $(STAMP): $(BIN)/python pyproject.toml cdefs/_native.c cdefs/bridge.c cdefs/brid
 
 install: $(STAMP)
 
+# The main job: a short checked tour, then the interop matrix over every
+# framework installed in .venv (a few minutes; `python -m bridge matrix --help`).
 run: $(STAMP)
-	$(BIN)/python -m bridge
+	$(BIN)/python -m bridge tour
+	$(BIN)/python -m bridge matrix
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -75,6 +75,7 @@ from bridge._tensor import (
 )
 from bridge.array_interface import from_cuda_array_interface, from_numpy, frombuffer
 from bridge.arrow import from_arrow
+from bridge.conformance import check
 from bridge.dlpack import from_dlpack, to_dlpack
 
 __version__ = "0.1.0"
@@ -93,6 +94,7 @@ __all__ = [
     "cfloat",
     "channels_last",
     "channels_last_3d",
+    "check",
     "complex64",
     "complex128",
     "contiguous_format",

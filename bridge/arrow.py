@@ -163,8 +163,11 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
         meta["dim_names"] = [dim_names[d] for d in order]
     ext = _encode_metadata([(_EXT_NAME, _FST), (_EXT_META, json.dumps(meta).encode())])
     schema = (f"+w:{per}".encode(), _COLUMN, ext, _FLAG_NULLABLE, (_value_schema(dt, b"item"),))
-    child = (batch * per, 0, t._offset, (0, st._ptr), ())
-    return schema, (batch, 0, 0, (0,), (child,))
+    # Whole rows of offset go on the list (as pyarrow's own slices do, and as
+    # its to_numpy_ndarray expects); the remainder on the values.
+    rows, rest = divmod(t._offset, per) if per else (0, t._offset)
+    child = ((rows + batch) * per, 0, rest, (0, st._ptr), ())
+    return schema, (batch, 0, rows, (0,), (child,))
 
 
 def _requested(t: Tensor, requested_schema: Any) -> Tensor:
@@ -319,10 +322,16 @@ def _tensor_from(
                 "Arrow bool arrays are bit-packed; a bool tensor holds one byte per value, so "
                 "this import is a copy: pass copy=True (or use pa.bool8() for zero-copy)"
             )
-        length, offset, buffers = _check_array(arr, 2, "Arrow bool array")
+        nulls = arr[1]
+        checked = (arr[0], 0, *arr[2:]) if with_mask else arr
+        length, offset, buffers = _check_array(checked, 2, "Arrow bool array")
         if dev != CPU:
             raise ValueError("bit-packed bools can be unpacked only in host memory")
-        return _validity((0, 0, 0, (buffers[1],)), length, offset)
+        values = _validity((0, 0, 0, (buffers[1],)), length, offset)
+        if with_mask:
+            valid = _validity(arr, length, offset) if nulls else _full_bool(length, True)
+            return values, valid
+        return values
     if fmt.startswith("+w:"):
         return _fixed_size_list(schema, arr, guard, dev, ext, with_mask=with_mask)
     if fmt == "+s":
@@ -332,21 +341,14 @@ def _tensor_from(
                              "import one column")  # fmt: skip
         length, offset, _ = _check_array(arr, 1, "Arrow struct array")
         child = arr[4][0]
-        # A struct's offset applies to its children.
-        child = (child[0], child[1], child[2] + offset, child[3], child[4])
         if child[0] < offset + length:
             raise ValueError("Arrow struct child is shorter than the struct")
-        out = _tensor_from(children[0], child, guard, dev, copy=copy, with_mask=with_mask)
-        return _narrow_batch(out, length)
+        # A struct's offset and length select the rows of its children.
+        child = (length, child[1], child[2] + offset, child[3], child[4])
+        return _tensor_from(children[0], child, guard, dev, copy=copy, with_mask=with_mask)
     ext_name = ext.get(_EXT_NAME)
     hint = f" (extension {ext_name.decode()})" if ext_name else ""
     raise TypeError(f"Arrow format {fmt!r}{hint} has no zero-copy tensor form")
-
-
-def _narrow_batch(out: Any, length: int) -> Any:
-    if isinstance(out, tuple):
-        return tuple(_narrow_batch(o, length) for o in out)
-    return out if out.shape[0] == length else out.narrow(0, 0, length)
 
 
 def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[bytes, bytes],
@@ -419,6 +421,13 @@ def _from_stream(capsule: Any, *, copy: bool, with_mask: bool) -> Any:
 
 
 def _from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
+    out = _from_arrow_view(obj, copy=copy, with_mask=with_mask)
+    if copy and not with_mask and isinstance(out, Tensor) and out.is_readonly:
+        return out.clone()  # copy=True: new, writable memory (as from_dlpack(copy=True))
+    return out
+
+
+def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
     """A read-only tensor over Arrow memory, zero-copy (the body of
     :func:`from_arrow`, which handles plain primitive pyarrow arrays in C).
 
@@ -434,7 +443,8 @@ def _from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any
 
     ``with_mask=True`` returns ``(values, valid)``, where ``valid`` is a bool
     tensor unpacked from the validity bitmap (a copy); without it, data with
-    nulls raises ValueError. Bit-packed ``pa.bool_()`` data needs ``copy=True``.
+    nulls raises ValueError. Bit-packed ``pa.bool_()`` data needs ``copy=True``;
+    ``copy=True`` always returns new, writable memory.
 
     Errors: TypeError for types with no tensor form (strings, dictionaries,
     nested lists, unsupported value types); ValueError for nulls, multi-chunk
@@ -472,7 +482,7 @@ def _from_pyarrow(obj: Any, *, copy: bool, with_mask: bool) -> Any:
                 f"the ChunkedArray has {obj.num_chunks} chunks; a zero-copy tensor needs exactly "
                 "one (combine_chunks() copies)"
             )
-        return _from_arrow(obj.chunk(0), copy=copy, with_mask=with_mask)
+        return _from_arrow_view(obj.chunk(0), copy=copy, with_mask=with_mask)
     if isinstance(obj, pa.Tensor):
         arr = obj.to_numpy()
         dt = _dtypes.from_numpy_dtype(arr.dtype)

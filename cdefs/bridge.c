@@ -2138,7 +2138,7 @@ static void static_schema_release(struct ArrowSchema *s) {
 static void schema_fill_primitive(struct ArrowSchema *out, const char *format,
                                   const char *metadata) {
   out->format = format;
-  out->name = NULL; /* an array's type needs no field name; cheaper for importers */
+  out->name = "tensor"; /* the field name __arrow_c_schema__ and the stream use too */
   out->metadata = metadata;
   out->flags = ARROW_FLAG_NULLABLE;
   out->n_children = 0;
@@ -2268,7 +2268,9 @@ static PyObject *fast_export(PyObject *owner, const char *format, const char *me
 static PyObject *tensor_arrow_export(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
                                      PyObject *kwnames, int device) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  int simple = 1;
+  /* Only requested_schema may be passed positionally, and keywords to
+   * __arrow_c_array__ are Python's to check: anything else takes that path. */
+  int simple = nargs <= 1 && (device || nkw == 0);
   for (Py_ssize_t i = 0; i < nargs + nkw; i++)
     if (args[i] != Py_None) simple = 0; /* requested_schema or device keywords: Python decides */
   PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL,

@@ -1,0 +1,578 @@
+"""bridge.check: DLPack conformance of producers and consumers, the CLI, the pytest plugin."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge import _capi, conformance
+from bridge.conformance import (
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    WARNING,
+    Handmade,
+    Report,
+    RuleResult,
+    check,
+    inspect_capsule,
+    load,
+)
+
+pytest_plugins = ["pytester"]
+
+ALL_RULES = list(conformance.PRODUCER_RULES)
+
+
+def statuses(report: Report) -> dict[str, str]:
+    return {e.name: e.status for e in report.entries}
+
+
+def only(report: Report, **expected: str) -> None:
+    """Every producer rule passed except those given as rule_name=status."""
+    want = {name: PASSED for name in ALL_RULES}
+    want.update({k.replace("_", "-"): v for k, v in expected.items()})
+    assert statuses(report) == want, str(report)
+
+
+def read_only_array() -> np.ndarray:
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    return a
+
+
+# ------------------------------------------------------- conforming producers
+
+
+def test_numpy_factory():
+    report = check(lambda: np.arange(6.0).reshape(2, 3))
+    assert report
+    # NumPy refuses stream=1 with RuntimeError, not BufferError/ValueError.
+    only(report, stream_cpu=WARNING, read_only_legacy=NOT_APPLICABLE)
+    assert "RuntimeError" in report["stream-cpu"].detail
+    assert "v1.0" in report["capsule-name-versioned"].detail  # NumPy 2.x speaks DLPack 1.0
+    assert "refcount 2 -> 3" in report["deleter-unconsumed"].detail  # the capsule holds the array
+
+
+def test_numpy_object_reuses_it():
+    a = np.arange(4, dtype=np.int32)
+    report = check(a)
+    assert report and report.subject == "numpy.ndarray"
+    only(report, stream_cpu=WARNING, read_only_legacy=NOT_APPLICABLE,
+         producer_kept_alive=NOT_APPLICABLE)  # fmt: skip
+    assert "pass a factory" in report["producer-kept-alive"].detail
+    assert "refcount" in report["deleter-consumed"].detail
+    assert a.tolist() == [0, 1, 2, 3]
+
+
+def test_numpy_read_only():
+    report = check(read_only_array)
+    only(report, stream_cpu=WARNING, capsule_name_legacy=NOT_APPLICABLE)
+    assert "READ_ONLY set" in report["read-only-flag"].detail
+    assert "BufferError" in report["read-only-legacy"].detail
+
+
+def test_numpy_non_native_byte_order_is_refused_and_the_rest_not_applicable():
+    report = check(lambda: np.arange(3, dtype=np.dtype(np.float64).newbyteorder()))
+    assert report
+    st = statuses(report)
+    assert st["dtype-native-known"] == PASSED and "byte order" in report["dtype-native-known"].detail
+    assert st["copy-true"] == st["deleter-consumed"] == NOT_APPLICABLE
+
+
+def test_bridge_tensors():
+    only(check(lambda: bridge.arange(6, dtype=bridge.float32).reshape(2, 3).t()),
+         read_only_legacy=NOT_APPLICABLE)  # fmt: skip
+    ro = check(lambda: bridge.from_numpy(read_only_array()))
+    only(ro, capsule_name_legacy=NOT_APPLICABLE)
+    # bridge's capsule holds the storage's owner, not the Tensor object.
+    assert "refcount 2 -> 2" in ro["deleter-unconsumed"].detail
+
+
+def test_torch_tensors(torch):
+    report = check(lambda: torch.arange(6.0).reshape(2, 3))
+    # What torch 2.13 really does: copy=True copies but leaves IS_COPIED clear;
+    # stream=1 on CPU is an AssertionError; no read-only tensors, so READ_ONLY
+    # never applies (torch.from_numpy of a read-only array gives a writable tensor).
+    only(report, copy_true=FAILED, stream_cpu=WARNING, read_only_flag=NOT_APPLICABLE,
+         read_only_legacy=NOT_APPLICABLE)  # fmt: skip
+    assert "IS_COPIED is clear" in report["copy-true"].detail
+    assert "overlap" not in report["copy-true"].detail
+    assert "AssertionError" in report["stream-cpu"].detail
+    assert not report and [e.name for e in report.failed] == ["copy-true"]
+
+
+# ------------------------------------------------------- broken producers
+
+
+class Wrapper:
+    """Delegates to a NumPy array, passing on only what __dlpack__ is given."""
+
+    def __init__(self, a=None):
+        self.a = np.arange(6.0) if a is None else a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+    def tolist(self):
+        return self.a.tolist()
+
+
+class AlwaysLegacy(Wrapper):
+    """(a) takes max_version but ignores it."""
+
+    def __dlpack__(self, **kwargs):
+        kwargs.pop("max_version", None)
+        return self.a.__dlpack__(**kwargs)
+
+
+class AlwaysVersioned(Wrapper):
+    """(a') answers a legacy request with a versioned capsule."""
+
+    def __dlpack__(self, **kwargs):
+        kwargs["max_version"] = (1, 0)
+        return self.a.__dlpack__(**kwargs)
+
+
+class LeaksReadOnly(Wrapper):
+    """(c) read-only data, exported as legacy through a writable alias."""
+
+    def __init__(self):
+        super().__init__()
+        self.ro = self.a.view()
+        self.ro.flags.writeable = False
+        self.flags = self.ro.flags
+
+    def __dlpack__(self, **kwargs):
+        source = self.ro if (kwargs.get("max_version") or (0,))[0] >= 1 else self.a
+        return source.__dlpack__(**kwargs)
+
+
+class TakesAnything(Wrapper):
+    """(d) swallows unknown keywords."""
+
+    def __dlpack__(self, **kwargs):
+        known = {"stream", "max_version", "dl_device", "copy"}
+        return self.a.__dlpack__(**{k: v for k, v in kwargs.items() if k in known})
+
+
+def test_always_legacy_fails_versioned_rules():
+    report = check(AlwaysLegacy)
+    assert not report
+    assert report["capsule-name-versioned"].status == FAILED
+    assert "legacy 'dltensor' capsule" in report["capsule-name-versioned"].detail
+    assert report["max-version-negotiation"].status == FAILED
+    assert report["capsule-name-legacy"].status == PASSED
+
+
+def test_versioned_capsule_for_a_legacy_request_fails():
+    report = check(AlwaysVersioned)
+    assert report["capsule-name-legacy"].status == FAILED
+    assert "'dltensor_versioned'" in report["capsule-name-legacy"].detail
+    assert report["max-version-negotiation"].status == FAILED
+
+
+def test_read_only_exported_as_legacy_fails():
+    report = check(LeaksReadOnly)
+    assert report["read-only-legacy"].status == FAILED
+    assert "cannot carry READ_ONLY" in report["read-only-legacy"].detail
+    assert report["read-only-flag"].status == PASSED
+
+
+def test_unknown_keywords_accepted_fails():
+    report = check(TakesAnything)
+    assert [e.name for e in report.failed] == ["unknown-keyword"]
+    assert "bogus=1" in report["unknown-keyword"].detail
+
+
+class OldSignature(Wrapper):
+    """A pre-2023 producer: no keywords but stream."""
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__(stream=stream)
+
+
+def test_legacy_only_producer_is_a_warning_not_a_failure():
+    report = check(OldSignature)
+    assert report
+    assert report["capsule-name-versioned"].status == WARNING
+    assert report["copy-true"].status == NOT_APPLICABLE
+    assert "legacy-only" in report["copy-true"].detail
+
+
+# Structs handed out by the producers below live for the whole session: their
+# capsules may outlive the producers, and their deleters only count.
+_HANDMADE: list[Handmade] = []
+
+
+class HandmadeProducer:
+    """A conforming producer built on hand-made capsules (counting deleters)."""
+
+    def __init__(self):
+        self.values = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def _make(self, versioned, flags=0, values=None):
+        h = Handmade(self.values if values is None else values, versioned=versioned, flags=flags)
+        _HANDMADE.append(h)
+        return h
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if stream is not None:
+            raise BufferError("host memory: stream must be None")
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"cannot export to {dl_device}")
+        versioned = max_version is not None and max_version[0] >= 1
+        if copy:
+            return self._make(versioned, 2, self.values.copy()).capsule()
+        return self._make(versioned).capsule()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def tolist(self):
+        return self.values.tolist()
+
+
+class TwinCapsules(HandmadeProducer):
+    """(b) keeps a second live capsule over each exported struct: when the
+    producer dies, the twin's destructor calls the deleter a second time (a
+    double free with a real deleter; here the deleter only counts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.twins = []
+
+    def __dlpack__(self, **kwargs):
+        cap = super().__dlpack__(**kwargs)
+        self.twins.append(_HANDMADE[-1].capsule())
+        return cap
+
+
+def test_handmade_producer_conforms():
+    only(check(HandmadeProducer), read_only_flag=NOT_APPLICABLE, read_only_legacy=NOT_APPLICABLE)
+
+
+def test_deleter_called_twice_is_caught():
+    before = _capi.stats()["test_deleters"]
+    report = check(TwinCapsules)
+    assert report["deleter-consumed"].status == FAILED
+    detail = report["deleter-consumed"].detail
+    assert "deleter ran 2 times: 1 by the consumer, 0 by the consumed capsule's destructor, 1 later" in detail
+    assert "leaked on purpose" in detail
+    gc.collect()
+    assert _capi.stats()["test_deleters"] > before
+
+
+_NAMES = {True: b"dltensor_versioned", False: b"dltensor"}  # must outlive the capsules
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class LeaksUnconsumed(np.ndarray):
+    """(f) capsules without a destructor: dropped unconsumed, they never call the
+    deleter (NumPy's struct, whose manager_ctx holds a reference to the array)."""
+
+    def __dlpack__(self, **kwargs):
+        cap = super().__dlpack__(**kwargs)
+        view = inspect_capsule(cap)
+        _capi.mark_consumed(cap)  # NumPy's destructor leaves the struct to us now
+        return _capsule_new(view.address, _NAMES[view.versioned], None)
+
+
+def test_unconsumed_capsule_leak_is_caught_and_cleaned_up():
+    report = check(lambda: np.arange(6.0).view(LeaksUnconsumed))
+    assert report["deleter-unconsumed"].status == FAILED
+    assert "never called the deleter" in report["deleter-unconsumed"].detail
+    assert "(a leak)" in report["deleter-unconsumed"].detail
+    assert report["deleter-consumed"].status == PASSED
+
+
+class Unreadable(Wrapper):
+    def __dlpack_device__(self):
+        return ("cpu", 0)
+
+
+def test_bad_dlpack_device():
+    report = check(Unreadable)
+    assert report["dlpack-device"].status == FAILED
+    assert "not a tuple of two ints" in report["dlpack-device"].detail
+
+
+def test_not_a_producer():
+    with pytest.raises(TypeError, match="__dlpack__"):
+        check([1, 2, 3])
+    with pytest.raises(TypeError, match="factory returned"):
+        check(lambda: [1, 2, 3])
+
+
+# ------------------------------------------------------------- consumers
+
+CONSUMERS = '''
+import os, signal
+import numpy as np
+import bridge
+from bridge.conformance import inspect_capsule
+
+
+def _capsule(x):
+    try:
+        return x.__dlpack__(max_version=(1, 3))
+    except TypeError:
+        return x.__dlpack__()
+
+
+def crashes_on_negative_ndim(x):
+    cap = _capsule(x)
+    view = inspect_capsule(cap)
+    if view is not None and view.ndim < 0:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what a consumer trusting ndim may do
+    return bridge.from_dlpack(cap)
+
+
+def accepts_anything(x):
+    cap = _capsule(x)
+    try:
+        return bridge.from_dlpack(cap)
+    except Exception:
+        return np.zeros((2, 3), np.float32)
+'''
+
+
+@pytest.fixture
+def consumers(tmp_path, monkeypatch):
+    (tmp_path / "conformance_consumers.py").write_text(CONSUMERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import conformance_consumers
+
+    yield conformance_consumers
+    sys.modules.pop("conformance_consumers", None)
+
+
+def consumer_entries(report: Report) -> dict[str, RuleResult]:
+    return {e.name: e for e in report.entries if e.name.startswith("consumer-")}
+
+
+def test_bridge_consumer_passes_in_a_subprocess():
+    report = check(lambda: np.arange(3.0), consumer=bridge.from_dlpack)
+    entries = consumer_entries(report)
+    assert set(entries) == {"consumer-isolation", *conformance.CONSUMER_CASES}
+    assert all(e.status == PASSED for e in entries.values()), str(report)
+    assert "subprocess" in entries["consumer-isolation"].detail
+
+
+def test_numpy_consumer_crash_is_reported_not_fatal():
+    report = check(lambda: np.arange(3.0), consumer=np.from_dlpack)
+    entries = consumer_entries(report)
+    failed = {n for n, e in entries.items() if e.status == FAILED}
+    # What NumPy 2.4 really does with malformed capsules (see docs/conformance.md).
+    assert failed == {"consumer-rejects-null-shape", "consumer-rejects-null-strides",
+                      "consumer-rejects-null-data"}, str(report)  # fmt: skip
+    assert "crashed the process (signal SIGSEGV" in entries["consumer-rejects-null-shape"].detail
+    assert entries["consumer-rejects-null-data"].detail.startswith("accepted")
+
+
+def test_crashing_consumer_named(consumers):
+    report = check(lambda: np.arange(3.0), consumer=consumers.crashes_on_negative_ndim)
+    entries = consumer_entries(report)
+    bad = entries["consumer-rejects-ndim-negative"]
+    assert bad.status == FAILED and "crashed the process (signal SIGSEGV" in bad.detail
+    # The cases after the crash ran in a fresh subprocess.
+    assert entries["consumer-rejects-lanes-4"].status == PASSED
+    assert [e.name for e in report.failed] == ["consumer-rejects-ndim-negative"]
+
+
+def test_lenient_consumer_in_process(consumers):
+    report = check(lambda: np.arange(3.0), consumer=consumers.accepts_anything, isolate=False)
+    entries = consumer_entries(report)
+    assert entries["consumer-isolation"].status == WARNING
+    assert entries["consumer-accepts-versioned"].status == PASSED
+    for name in conformance.CONSUMER_CASES:
+        if name.startswith("consumer-rejects-"):
+            assert entries[name].status == FAILED and entries[name].detail.startswith("accepted")
+
+
+def test_unnamed_consumer_runs_in_process_with_a_warning():
+    report = check(np.arange(2.0), consumer=lambda x: bridge.from_dlpack(x))
+    entries = consumer_entries(report)
+    assert entries["consumer-isolation"].status == WARNING
+    assert "cannot be imported by name" in entries["consumer-isolation"].detail
+    assert all(e.status == PASSED for n, e in entries.items() if n != "consumer-isolation")
+
+
+def test_consumer_by_spec_string():
+    report = check(np.arange(2.0), consumer="bridge:from_dlpack")
+    assert report and "'bridge:from_dlpack'" in report["consumer-isolation"].detail
+
+
+# ----------------------------------------------------- report and helpers
+
+
+def test_report_api():
+    report = check(lambda: np.arange(6.0))
+    assert bool(report) and not report.failed and len(report.passed) >= 10
+    assert report.warnings == [report["stream-cpu"]]
+    assert "stream-cpu" in report and "nope" not in report
+    with pytest.raises(KeyError):
+        report["nope"]
+    d = json.loads(json.dumps(report.to_dict()))
+    assert d["ok"] is True and d["counts"][WARNING] == 1
+    assert [e["name"] for e in d["entries"]] == ALL_RULES
+    plain = report.format(use_rich=False)
+    assert plain.splitlines()[0].startswith("DLPack conformance: numpy.ndarray")
+    assert "stream-cpu" in plain and "conforms" in plain.splitlines()[-1]
+    fancy = str(report)
+    assert "copy-false" in fancy and "\x1b[" not in fancy
+    broken = Report("x", [RuleResult("a", FAILED, "boom"), RuleResult("b", PASSED, "")])
+    assert not broken and broken.failed[0].detail == "boom"
+    assert "DOES NOT CONFORM" in broken.summary()
+
+
+def test_load():
+    f = load("numpy:lambda: numpy.arange(6.0)")
+    assert f().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert load("numpy.linalg:linalg.norm") is np.linalg.norm
+    assert load("os.path:{1: 'a:b'}[1]") == "a:b"  # split at the first colon only
+    assert load("bridge:check") is check is bridge.check
+    with pytest.raises(ValueError, match="module:expr"):
+        load("numpy")
+    with pytest.raises(ModuleNotFoundError):
+        load("no_such_module_here:x")
+
+
+def test_handmade_and_inspect_capsule():
+    h = Handmade(np.arange(8, dtype=np.float32)[2:].reshape(2, 3), byte_offset=8, minor=2)
+    cap = h.capsule()
+    view = inspect_capsule(cap)
+    assert view is not None and view.versioned and view.version == (1, 2)
+    assert view.byte_offset == 8 and view.start == h.buffer.ctypes.data
+    assert view.shape == (2, 3) and view.strides == (3, 1) and view.dtype == (2, 32, 1)
+    assert view.span() == (view.start, view.start + 24)
+    gc.collect()
+    before = _capi.stats()["test_deleters"]
+    t = bridge.from_dlpack(cap)
+    assert t.tolist() == h.expected() == [[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]]
+    assert inspect_capsule(cap) is None  # consumed: used_dltensor_versioned
+    del t
+    gc.collect()
+    assert _capi.stats()["test_deleters"] == before + 1
+    legacy = Handmade(versioned=False)
+    lview = inspect_capsule(legacy.capsule())
+    assert lview is not None and not lview.versioned and lview.flags is None
+    assert inspect_capsule(legacy.capsule("oops")) is None
+
+
+# ------------------------------------------------------------ pytest plugin
+
+PLUGIN_TESTS = """
+import numpy as np
+import pytest
+
+
+class TakesAnything:
+    def __init__(self):
+        self.a = np.arange(4.0)
+
+    def __dlpack__(self, **kwargs):
+        kwargs.pop("bogus", None)
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.dlpack_producer(lambda: np.arange(6.0))
+def test_numpy_producer():
+    pass
+
+
+@pytest.mark.dlpack_producer(factory=TakesAnything)
+def test_broken_producer():
+    pass
+
+
+@pytest.mark.dlpack_producer(TakesAnything, ignore=["unknown-keyword"])
+def test_broken_but_ignored():
+    pass
+
+
+def test_fixture(dlpack_conformance):
+    report = dlpack_conformance(lambda: np.arange(3))
+    assert report and report["copy-true"].status == "passed"
+
+
+@pytest.mark.dlpack_producer(np.arange(3), TakesAnything)
+def test_two_producers_is_a_usage_error():
+    pass
+"""
+
+
+def test_pytest_plugin(pytester):
+    pytester.makepyfile(test_plugin_use=PLUGIN_TESTS)
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider", "-k", "not usage")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*test_broken_producer*", "*failed 1 rule(s)*", "*unknown-keyword: *"])
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "usage")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*takes one producer or factory*got 2*"])
+
+
+# --------------------------------------------------------------- the CLI
+
+
+def run_cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join([path, env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "bridge", "check", *args], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+
+
+def test_cli_numpy_passes():
+    proc = run_cli("numpy:lambda: numpy.arange(6.0)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "capsule-name-versioned" in proc.stdout and "conforms" in proc.stdout
+
+
+def test_cli_broken_producer_fails_and_json(tmp_path):
+    (tmp_path / "broken_producer.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        class AlwaysLegacy:
+            def __init__(self):
+                self.a = np.arange(6.0)
+
+            def __dlpack__(self, **kwargs):
+                kwargs.pop("max_version", None)
+                return self.a.__dlpack__(**kwargs)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+        """))  # fmt: skip
+    proc = run_cli("broken_producer:AlwaysLegacy", path=str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "capsule-name-versioned" in proc.stdout and "DOES NOT CONFORM" in proc.stdout
+    proc = run_cli("--json", "broken_producer:AlwaysLegacy", path=str(tmp_path))
+    assert proc.returncode == 1
+    d = json.loads(proc.stdout)
+    failed = {e["name"] for e in d["entries"] if e["status"] == FAILED}
+    assert d["ok"] is False and "capsule-name-versioned" in failed
+
+
+def test_cli_cannot_load():
+    proc = run_cli("no_such_module_here:thing")
+    assert proc.returncode == 2 and "cannot check" in proc.stderr
+    proc = run_cli("builtins:[1, 2]")
+    assert proc.returncode == 2 and "TypeError" in proc.stderr

@@ -1,0 +1,104 @@
+"""The interop matrix: its verdicts on known cells, crash isolation, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bridge import matrix
+from bridge.matrix import Cell, bridge_at_fault, consumers, run_cell, run_matrix
+
+
+def one(producer, consumer, protocol, dtype="float32", layout="contiguous", readonly=False):
+    table = {(c.peer, c.protocol): c for c in consumers({consumer})}
+    if (consumer, protocol) not in table:
+        pytest.skip(f"{consumer} is not installed")
+    return run_cell(Cell(producer, consumer, protocol, dtype, layout, readonly), table[(consumer, protocol)])
+
+
+def test_known_good_cells_are_zero_copy():
+    pytest.importorskip("torch")
+    assert one("numpy", "torch", "dlpack").verdict == "zero-copy"
+    assert one("torch", "numpy", "dlpack").verdict == "zero-copy"
+    assert one("bridge", "numpy", "dlpack", layout="transposed").verdict == "zero-copy"
+    assert one("numpy", "bridge", "dlpack", layout="negative", readonly=True).verdict == "zero-copy"
+    assert one("bridge", "numpy", "array-interface", dtype="bfloat16").verdict == "zero-copy"
+
+
+def test_known_refusals():
+    pytest.importorskip("jax")
+    pytest.importorskip("pyarrow")
+    jax_cell = one("numpy", "jax", "dlpack", layout="stepped")
+    assert jax_cell.verdict == "refused" and "strid" in jax_cell.detail.lower()
+    arrow_bool = one("pyarrow", "bridge", "dlpack", dtype="bool")
+    assert arrow_bool.verdict == "refused"
+    assert one("pyarrow", "bridge", "arrow", dtype="bool").verdict == "refused"  # bit-packed
+
+
+def test_read_only_is_checked():
+    ro = one("numpy", "bridge", "dlpack", readonly=True)
+    assert ro.verdict == "zero-copy"
+    pytest.importorskip("torch")
+    lost = one("numpy", "torch", "dlpack", readonly=True)
+    assert lost.verdict in ("zero-copy", "copy") and "read-only lost" in lost.detail
+
+
+def test_not_made_cases_are_na():
+    pytest.importorskip("torch")
+    assert one("torch", "numpy", "dlpack", layout="negative").verdict == "n/a"
+
+
+def test_torch_negative_strides_crash_is_isolated():
+    """torch 2.13 aborts the process on negative strides (pytorch#188023): the
+    matrix marks the cell and goes on with the next one in a new process."""
+    pytest.importorskip("torch")
+    cells = [
+        Cell("numpy", "torch", "dlpack", "float32", "negative", False),
+        Cell("numpy", "torch", "dlpack", "float32", "contiguous", False),
+    ]
+    out = {c.layout: c for c in run_matrix(cells)}
+    assert out["negative"].verdict in ("crash", "refused")
+    assert out["contiguous"].verdict == "zero-copy"
+
+
+def test_blame():
+    def cell(p, c, v):
+        return Cell(p, c, "dlpack", "float32", "contiguous", False, verdict=v)
+
+    assert bridge_at_fault(cell("numpy", "bridge", "violation"))
+    assert bridge_at_fault(cell("bridge", "numpy", "crash"))
+    assert not bridge_at_fault(cell("bridge", "torch", "crash"))
+    assert not bridge_at_fault(cell("numpy", "torch", "violation"))
+    assert not bridge_at_fault(cell("numpy", "bridge", "refused"))
+
+
+def test_summary_and_markdown():
+    cells = [Cell("a", "b", "dlpack", "float32", "contiguous", False, verdict="zero-copy"),
+             Cell("a", "b", "dlpack", "float32", "negative", False, verdict="crash", detail="x")]  # fmt: skip
+    rows = matrix.summarise(cells)
+    assert rows[0]["zero-copy"] == 1 and rows[0]["crash"] == 1
+    md = matrix.to_markdown(cells)
+    assert "| a | b | dlpack |" in md and "Violations and crashes" in md
+
+
+def test_cli_json_and_filters():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge", "matrix", "--producer", "numpy", "--consumer", "bridge",
+         "--protocol", "dlpack", "--dtype", "float32,int64", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cells = json.loads(proc.stdout)
+    assert {c["producer"] for c in cells} == {"numpy"} and {c["consumer"] for c in cells} == {"bridge"}
+    assert {c["dtype"] for c in cells} == {"float32", "int64"}
+    assert all(c["verdict"] == "zero-copy" for c in cells), [c for c in cells if c["verdict"] != "zero-copy"]
+    assert all({"producer", "consumer", "protocol", "case", "verdict"} <= set(c) for c in cells)
+
+
+def test_cli_rejects_unknown_dtype():
+    proc = subprocess.run([sys.executable, "-m", "bridge", "matrix", "--dtype", "float33"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and "unknown dtype" in proc.stderr
