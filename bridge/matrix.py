@@ -401,12 +401,33 @@ def _counters() -> tuple[int, int, int, int]:
             s["arrow_exports"] - s["arrow_releases"], s["arrow_imports"] - s["arrow_import_releases"])  # fmt: skip
 
 
-def run_cell(cell: Cell, consumer: Consumer) -> Cell:
-    """Run one exchange and fill in its verdict and detail."""
+_SPEAKS: dict[str, Callable[[Any], bool]] = {
+    "dlpack": lambda o: hasattr(o, "__dlpack__"),
+    "arrow": lambda o: any(hasattr(o, m) for m in (
+        "__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")),
+    "cuda-array-interface": lambda o: hasattr(o, "__cuda_array_interface__"),
+}  # fmt: skip
+
+
+def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None = None) -> Cell:
+    """Run one exchange and fill in its verdict and detail (``on_made`` is
+    called once the producer has made its object, before the consumer runs)."""
     try:
         obj, expected = produce(cell.producer, cell.dtype, cell.layout, cell.readonly)
     except NotMade as e:
         cell.verdict, cell.detail = "n/a", str(e)
+        return cell
+    except Exception as e:  # the producer library refuses to make this case
+        cell.verdict = "n/a"
+        cell.detail = f"{cell.producer} refused to make it: {type(e).__name__}: {str(e)[:100]}"
+        return cell
+    if on_made is not None:
+        on_made()
+    speaks = _SPEAKS.get(cell.protocol)
+    if speaks is not None and not speaks(obj) and not (
+        cell.protocol == "arrow" and isinstance(obj, np.ndarray)  # Arrow consumers take buffers
+    ):
+        cell.verdict, cell.detail = "n/a", f"{cell.producer} does not speak {cell.protocol}"
         return cell
     src_addr = _producer_address(obj)
     gc.collect(0)  # settle earlier cells' objects before counting this one's
@@ -431,6 +452,10 @@ def run_cell(cell: Cell, consumer: Consumer) -> Cell:
         cell.detail = f"result not readable by the checker: {type(e).__name__}: {str(e)[:80]}"
         return cell
     got = np.asarray(got)
+    if got.dtype == object and got.shape == () and expected.dtype != object:
+        cell.verdict = "refused"
+        cell.detail = "not an array to this consumer: it was wrapped as a Python object"
+        return cell
     if got.ndim != expected.ndim and got.size == expected.size and consumer.protocol == "arrow":
         # Arrow consumers without a tensor type take N-d input as a flat array.
         cell.detail = f"taken as a {got.ndim}-d array of {got.size} values"
@@ -516,34 +541,62 @@ def _worker(cells: list[dict[str, Any]]) -> None:
         if consumer is None:
             cell.verdict, cell.detail = "n/a", "consumer not installed"
         else:
-            run_cell(cell, consumer)
+            run_cell(cell, consumer, lambda: print(json.dumps({"made": True}), flush=True))
         print(json.dumps({"done": dataclasses.asdict(cell)}), flush=True)
 
 
 def run_matrix(cells: list[Cell], progress: Callable[[Cell], None] | None = None) -> list[Cell]:
-    """Run ``cells``: one subprocess per producer (consumer libraries imported
-    as their cells come); a crash marks the cell it happened in and the rest
-    run in a fresh process."""
+    """Run ``cells``: one subprocess per producer, producers in parallel (one
+    per CPU), consumer libraries imported as their cells come. A crash marks
+    the cell it happened in and the rest run in a fresh process; when the
+    producer itself crashed making a case, the other cells of that case are
+    marked without being run again (making the case does not depend on the
+    consumer)."""
     groups: dict[str, list[Cell]] = defaultdict(list)
     for c in cells:
         groups[c.producer].append(c)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1)) as pool:
+        parts = list(pool.map(lambda todo: _run_group(todo, progress), groups.values()))
+    return [c for part in parts for c in part]
+
+
+def _run_group(todo: list[Cell], progress: Callable[[Cell], None] | None) -> list[Cell]:
     done: list[Cell] = []
-    for _producer, todo in groups.items():
-        while todo:
-            finished, crashed_at = _run_worker(todo, progress)
-            done += finished
-            todo = todo[len(finished):]
-            if crashed_at is not None and todo:
-                crashed = todo.pop(0)
-                crashed.verdict = "crash"
-                crashed.detail = crashed_at
-                done.append(crashed)
-                if progress:
-                    progress(crashed)
+    broken: dict[tuple[str, str, bool], str] = {}  # cases the producer crashed making
+    while todo:
+        ready = []
+        while todo and (todo[0].dtype, todo[0].layout, todo[0].readonly) in broken:
+            c = todo.pop(0)
+            c.verdict = "crash"
+            c.detail = "the producer crashed making this case: " + broken[(c.dtype, c.layout, c.readonly)]
+            ready.append(c)
+        for c in ready:
+            done.append(c)
+            if progress:
+                progress(c)
+        if not todo:
+            break
+        finished, crash = _run_worker(todo, progress)
+        done += finished
+        todo = todo[len(finished):]
+        if crash is not None and todo:
+            crashed = todo.pop(0)
+            made, why = crash
+            crashed.verdict = "crash"
+            crashed.detail = why if made else "the producer crashed making this case: " + why
+            if not made:
+                broken[(crashed.dtype, crashed.layout, crashed.readonly)] = why
+            done.append(crashed)
+            if progress:
+                progress(crashed)
     return done
 
 
-def _run_worker(cells: list[Cell], progress: Callable[[Cell], None] | None) -> tuple[list[Cell], str | None]:
+def _run_worker(
+    cells: list[Cell], progress: Callable[[Cell], None] | None
+) -> tuple[list[Cell], tuple[bool, str] | None]:
     payload = json.dumps([dataclasses.asdict(c) for c in cells])
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
     proc = subprocess.Popen(
@@ -554,12 +607,17 @@ def _run_worker(cells: list[Cell], progress: Callable[[Cell], None] | None) -> t
     proc.stdin.write(payload)
     proc.stdin.close()
     finished: list[Cell] = []
+    made = False
     for line in proc.stdout:
         try:
             msg = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if "done" in msg:
+        if "start" in msg:
+            made = False
+        elif "made" in msg:
+            made = True
+        elif "done" in msg:
             cell = Cell(**msg["done"])
             finished.append(cell)
             if progress:
@@ -568,8 +626,9 @@ def _run_worker(cells: list[Cell], progress: Callable[[Cell], None] | None) -> t
     rc = proc.wait()
     if len(finished) == len(cells):
         return finished, None
-    tail = err.strip().splitlines()[-1] if err.strip() else ""
-    return finished, f"worker exited with {rc}: {tail[:160]}"
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    why = next((ln for ln in lines if "Error" in ln or "error" in ln or "Abort" in ln), lines[-1] if lines else "")
+    return finished, (made, f"process died (exit {rc}): {why.strip()[:140]}")
 
 
 # ------------------------------------------------------------ output
@@ -683,6 +742,8 @@ def bridge_at_fault(cell: Cell) -> bool:
     Another consumer crashing on, or misreading, a valid bridge export is
     that consumer's failure, reported but not bridge's."""
     if cell.verdict not in ("violation", "crash"):
+        return False
+    if cell.detail.startswith("the producer crashed") and cell.producer != "bridge":
         return False
     return cell.consumer == "bridge" or (cell.producer == "bridge" and cell.consumer == "numpy")
 

@@ -589,7 +589,7 @@ static PyObject *py_import_exchange(PyObject *mod, PyObject *const *args, Py_ssi
 /* Set by setup(): the core's classes, their slot descriptors, and lookups.
  * Objects are built with tp_alloc and filled through the slot descriptors,
  * exactly as `object.__new__` + attribute stores would, minus the bytecode. */
-static PyTypeObject *tensor_type, *storage_type;
+static PyTypeObject *tensor_type, *storage_type, *dtype_type;
 static PyObject *cpu_device, *dtype_map, *api_cache, *torch_types, *py_to_dlpack, *py_finish;
 static PyObject *t_storage, *t_dtype, *t_shape, *t_strides, *t_offset;
 static PyObject *s_ptr, *s_nbytes, *s_device, *s_dldev, *s_owner, *s_np, *s_readonly,
@@ -614,14 +614,52 @@ static inline int set_slot(PyObject *descr, PyObject *obj, PyObject *value) {
   return 0;
 }
 
-static inline PyObject *get_slot(PyObject *descr, PyObject *obj) {
+/* A tensor's geometry read straight from its slots. The object pointers are
+ * borrowed: they live as long as the tensor, which the caller holds. */
+typedef struct {
+  PyObject *shape, *strides, *keep; /* keep: what an exporter must hold (_np, else _owner) */
+  uintptr_t storage_ptr, data;      /* data: the address of element [0, ..., 0] */
+  long long offset, itemsize;
+  long code, bits, dev_type, dev_id;
+  int readonly;
+} tensor_view_t;
+
+static inline PyObject *borrow_slot(PyObject *descr, PyObject *obj) {
   PyObject *v = *slot_ptr(descr, obj);
-  if (v == NULL) {
+  if (v == NULL)
     PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
                  Py_TYPE(obj)->tp_name, PyDescr_NAME(descr));
-    return NULL;
+  return v;
+}
+
+static int read_tensor(PyObject *self, tensor_view_t *v) {
+  PyObject *storage = borrow_slot(t_storage, self), *dtype = borrow_slot(t_dtype, self);
+  if (storage == NULL || dtype == NULL) return -1;
+  if (!PyObject_TypeCheck(storage, storage_type) || !PyObject_TypeCheck(dtype, dtype_type)) {
+    PyErr_SetString(PyExc_TypeError, "tensor's _storage/_dtype slots hold foreign objects");
+    return -1;
   }
-  return Py_NewRef(v);
+  PyObject *offset = borrow_slot(t_offset, self), *ptr = borrow_slot(s_ptr, storage),
+           *dldev = borrow_slot(s_dldev, storage), *readonly = borrow_slot(s_readonly, storage),
+           *np_view = borrow_slot(s_np, storage), *itemsize = borrow_slot(d_itemsize, dtype),
+           *dl = borrow_slot(d_dlpack, dtype);
+  v->shape = borrow_slot(t_shape, self);
+  v->strides = borrow_slot(t_strides, self);
+  if (!offset || !ptr || !dldev || !readonly || !np_view || !itemsize || !dl || !v->shape ||
+      !v->strides)
+    return -1;
+  v->keep = np_view != Py_None ? np_view : borrow_slot(s_owner, storage);
+  if (v->keep == NULL) return -1;
+  v->storage_ptr = (uintptr_t)PyLong_AsVoidPtr(ptr);
+  v->offset = PyLong_AsLongLong(offset);
+  v->itemsize = PyLong_AsLongLong(itemsize);
+  v->code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
+  v->bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
+  v->dev_type = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0));
+  v->dev_id = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 1));
+  v->readonly = readonly == Py_True;
+  v->data = v->storage_ptr + (uintptr_t)(v->offset * v->itemsize);
+  return PyErr_Occurred() ? -1 : 0;
 }
 
 /* A Storage and a Tensor for a parsed import (CPU or any device bridge has a
@@ -825,68 +863,27 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     versioned = mj >= 1;
   }
-  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL;
-  PyObject *ptr = NULL, *readonly = NULL, *dldev = NULL, *keep = NULL, *itemsize = NULL,
-           *dl = NULL, *result = NULL;
+  tensor_view_t v;
   if (simple) {
-    if (!(storage = get_slot(t_storage, self))) goto done;
-    if (!PyObject_TypeCheck(storage, storage_type)) {
-      PyErr_SetString(PyExc_TypeError, "tensor._storage is not an UntypedStorage");
-      goto done;
-    }
-    if (!(readonly = get_slot(s_readonly, storage))) goto done;
-    if (readonly == Py_True && !versioned) simple = 0; /* Python raises the BufferError */
+    if (read_tensor(self, &v) < 0) return NULL;
+    if (v.readonly && !versioned) simple = 0; /* Python raises the BufferError */
   }
   if (!simple) {
     if (py_to_dlpack == NULL) {
       PyErr_SetString(PyExc_RuntimeError, "bridge.dlpack is not initialised");
-      goto done;
+      return NULL;
     }
     PyObject *stack[5]; /* self, then at most the 4 known keyword values */
     stack[0] = self;
     for (Py_ssize_t i = 0; i < nkw; i++) stack[1 + i] = args[i];
-    result = PyObject_Vectorcall(py_to_dlpack, stack, 1, kwnames);
-    goto done;
+    return PyObject_Vectorcall(py_to_dlpack, stack, 1, kwnames);
   }
-  if (!(dtype = get_slot(t_dtype, self)) || !(shape = get_slot(t_shape, self)) ||
-      !(strides = get_slot(t_strides, self)) || !(offset = get_slot(t_offset, self)) ||
-      !(ptr = get_slot(s_ptr, storage)) || !(dldev = get_slot(s_dldev, storage)) ||
-      !(keep = get_slot(s_np, storage)) || !(itemsize = get_slot(d_itemsize, dtype)) ||
-      !(dl = get_slot(d_dlpack, dtype)))
-    goto done;
-  if (keep == Py_None) {
-    Py_DECREF(keep);
-    if (!(keep = get_slot(s_owner, storage))) goto done;
-  }
-  {
-    uintptr_t base = (uintptr_t)PyLong_AsVoidPtr(ptr);
-    long long off = PyLong_AsLongLong(offset), isz = PyLong_AsLongLong(itemsize);
-    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
-    long bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
-    long dev_type = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0));
-    long dev_id = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 1));
-    if (PyErr_Occurred()) goto done;
-    uint64_t flags = 0;
-    if (readonly == Py_True) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    if (bits < 8) flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
-    void *data = (void *)(base + (uintptr_t)(off * isz));
-    result = wrap_export(build_managed(keep, data, (int)dev_type, (int)dev_id, (int)code,
-                                       (int)bits, shape, strides, flags, versioned),
-                         versioned);
-  }
-done:
-  Py_XDECREF(storage);
-  Py_XDECREF(dtype);
-  Py_XDECREF(shape);
-  Py_XDECREF(strides);
-  Py_XDECREF(offset);
-  Py_XDECREF(ptr);
-  Py_XDECREF(readonly);
-  Py_XDECREF(dldev);
-  Py_XDECREF(keep);
-  Py_XDECREF(itemsize);
-  Py_XDECREF(dl);
-  return result;
+  uint64_t flags = 0;
+  if (v.readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  if (v.bits < 8) flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  return wrap_export(build_managed(v.keep, (void *)v.data, (int)v.dev_type, (int)v.dev_id,
+                                   (int)v.code, (int)v.bits, v.shape, v.strides, flags, versioned),
+                     versioned);
 }
 
 static PyMethodDef tensor_dlpack_def = {
@@ -923,6 +920,7 @@ static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
   }
   tensor_type = (PyTypeObject *)Py_NewRef(args[0]);
   storage_type = (PyTypeObject *)Py_NewRef(args[1]);
+  dtype_type = (PyTypeObject *)Py_NewRef(args[2]);
   PyObject *T = args[0], *S = args[1], *D = args[2];
   dtype_map = Py_NewRef(args[3]);
   cpu_device = Py_NewRef(args[4]);
@@ -1163,69 +1161,39 @@ static void array_struct_destructor(PyObject *capsule) {
  * to __array__. */
 static PyObject *tensor_array_struct(PyObject *self, void *closure) {
   (void)closure;
-  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL;
-  PyObject *ptr = NULL, *readonly = NULL, *dldev = NULL, *itemsize = NULL, *dl = NULL,
-           *result = NULL;
-  if (!(storage = get_slot(t_storage, self)) || !(dtype = get_slot(t_dtype, self)) ||
-      !(shape = get_slot(t_shape, self)) || !(strides = get_slot(t_strides, self)) ||
-      !(offset = get_slot(t_offset, self)) || !(ptr = get_slot(s_ptr, storage)) ||
-      !(readonly = get_slot(s_readonly, storage)) || !(dldev = get_slot(s_dldev, storage)) ||
-      !(itemsize = get_slot(d_itemsize, dtype)) || !(dl = get_slot(d_dlpack, dtype)))
-    goto done;
-  {
-    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0));
-    long bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
-    long dev_type = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0));
-    long long isz = PyLong_AsLongLong(itemsize), off = PyLong_AsLongLong(offset);
-    uintptr_t base = (uintptr_t)PyLong_AsVoidPtr(ptr);
-    if (PyErr_Occurred()) goto done;
-    char kind = code == kDLInt ? 'i' : code == kDLUInt ? 'u' : code == kDLFloat ? 'f'
-              : code == kDLComplex ? 'c' : code == kDLBool ? 'b' : 0;
-    if (kind == 0 || dev_type != kDLCPU || (code == kDLFloat && bits > 64)) {
-      PyErr_SetString(PyExc_AttributeError,
-                      "__array_struct__ is only defined for host tensors of NumPy-native dtypes");
-      goto done;
-    }
-    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
-    bridge_array_interface *ai = (bridge_array_interface *)malloc(
-        sizeof(bridge_array_interface) + 2 * (size_t)nd * sizeof(Py_intptr_t));
-    if (ai == NULL) {
-      PyErr_NoMemory();
-      goto done;
-    }
-    Py_intptr_t *dims = (Py_intptr_t *)(ai + 1);
-    for (Py_ssize_t i = 0; i < nd; i++) {
-      dims[i] = (Py_intptr_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-      dims[nd + i] = (Py_intptr_t)(PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i)) * isz);
-    }
-    if (PyErr_Occurred()) {
-      free(ai);
-      goto done;
-    }
-    ai->two = 2;
-    ai->nd = (int)nd;
-    ai->typekind = kind;
-    ai->itemsize = (int)isz;
-    ai->flags = BRIDGE_NPY_ALIGNED | BRIDGE_NPY_NOTSWAPPED |
-                (readonly == Py_True ? 0 : BRIDGE_NPY_WRITEABLE);
-    ai->shape = dims;
-    ai->strides = dims + nd;
-    ai->data = (void *)(base + (uintptr_t)(off * isz));
-    ai->descr = NULL;
-    result = PyCapsule_New(ai, NULL, array_struct_destructor);
-    if (result == NULL) free(ai);
+  tensor_view_t v;
+  if (read_tensor(self, &v) < 0) return NULL;
+  char kind = v.code == kDLInt ? 'i' : v.code == kDLUInt ? 'u' : v.code == kDLFloat ? 'f'
+            : v.code == kDLComplex ? 'c' : v.code == kDLBool ? 'b' : 0;
+  if (kind == 0 || v.dev_type != kDLCPU || (v.code == kDLFloat && v.bits > 64)) {
+    PyErr_SetString(PyExc_AttributeError,
+                    "__array_struct__ is only defined for host tensors of NumPy-native dtypes");
+    return NULL;
   }
-done:
-  Py_XDECREF(storage);
-  Py_XDECREF(dtype);
-  Py_XDECREF(shape);
-  Py_XDECREF(strides);
-  Py_XDECREF(offset);
-  Py_XDECREF(ptr);
-  Py_XDECREF(readonly);
-  Py_XDECREF(dldev);
-  Py_XDECREF(itemsize);
-  Py_XDECREF(dl);
+  Py_ssize_t nd = PyTuple_GET_SIZE(v.shape);
+  bridge_array_interface *ai = (bridge_array_interface *)malloc(
+      sizeof(bridge_array_interface) + 2 * (size_t)nd * sizeof(Py_intptr_t));
+  if (ai == NULL) return PyErr_NoMemory();
+  Py_intptr_t *dims = (Py_intptr_t *)(ai + 1);
+  for (Py_ssize_t i = 0; i < nd; i++) {
+    dims[i] = (Py_intptr_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(v.shape, i));
+    dims[nd + i] = (Py_intptr_t)(PyLong_AsSsize_t(PyTuple_GET_ITEM(v.strides, i)) * v.itemsize);
+  }
+  if (PyErr_Occurred()) {
+    free(ai);
+    return NULL;
+  }
+  ai->two = 2;
+  ai->nd = (int)nd;
+  ai->typekind = kind;
+  ai->itemsize = (int)v.itemsize;
+  ai->flags = BRIDGE_NPY_ALIGNED | BRIDGE_NPY_NOTSWAPPED | (v.readonly ? 0 : BRIDGE_NPY_WRITEABLE);
+  ai->shape = dims;
+  ai->strides = dims + nd;
+  ai->data = (void *)v.data;
+  ai->descr = NULL;
+  PyObject *result = PyCapsule_New(ai, NULL, array_struct_destructor);
+  if (result == NULL) free(ai);
   return result;
 }
 
@@ -2273,69 +2241,31 @@ static PyObject *tensor_arrow_export(PyObject *self, PyObject *const *args, Py_s
   int simple = nargs <= 1 && (device || nkw == 0);
   for (Py_ssize_t i = 0; i < nargs + nkw; i++)
     if (args[i] != Py_None) simple = 0; /* requested_schema or device keywords: Python decides */
-  PyObject *storage = NULL, *dtype = NULL, *shape = NULL, *strides = NULL, *offset = NULL,
-           *ptr = NULL, *dldev = NULL, *keep = NULL, *dl = NULL, *result = NULL;
-  const char *format = NULL;
   if (simple) {
-    if (!(storage = get_slot(t_storage, self)) || !(dtype = get_slot(t_dtype, self)) ||
-        !(shape = get_slot(t_shape, self)) || !(strides = get_slot(t_strides, self)) ||
-        !(offset = get_slot(t_offset, self)) || !(ptr = get_slot(s_ptr, storage)) ||
-        !(dldev = get_slot(s_dldev, storage)) || !(dl = get_slot(d_dlpack, dtype)))
-      goto done;
-    long code = PyLong_AsLong(PyTuple_GET_ITEM(dl, 0)), bits = PyLong_AsLong(PyTuple_GET_ITEM(dl, 1));
-    format = arrow_format_of(code, bits);
-    int contiguous = PyTuple_GET_SIZE(shape) == 1 &&
-                     (PyLong_AsLong(PyTuple_GET_ITEM(shape, 0)) <= 1 ||
-                      PyLong_AsLong(PyTuple_GET_ITEM(strides, 0)) == 1);
-    if (PyErr_Occurred()) goto done;
-    if (format == NULL || !contiguous || PyLong_AsLong(PyTuple_GET_ITEM(dldev, 0)) != kDLCPU ||
-        (PyLong_AsUnsignedLongLong(ptr) % (unsigned long long)(bits / 8)) != 0)
-      simple = 0;
-    if (PyErr_Occurred()) goto done;
-    if (simple) {
-      if (!(keep = get_slot(s_np, storage))) goto done;
-      if (keep == Py_None) {
-        Py_DECREF(keep);
-        if (!(keep = get_slot(s_owner, storage))) goto done;
-      }
-      int is_bool = code == kDLBool;
-      result = fast_export(keep, format, is_bool ? BOOL8_METADATA : NULL,
-                           PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0)),
-                           PyLong_AsLongLong(offset), PyLong_AsVoidPtr(ptr), device);
-      goto done;
-    }
+    tensor_view_t v;
+    if (read_tensor(self, &v) < 0) return NULL;
+    const char *format = arrow_format_of(v.code, v.bits);
+    long long n = PyTuple_GET_SIZE(v.shape) == 1 ? PyLong_AsLongLong(PyTuple_GET_ITEM(v.shape, 0)) : -1;
+    long long stride = n >= 0 ? PyLong_AsLongLong(PyTuple_GET_ITEM(v.strides, 0)) : 0;
+    if (PyErr_Occurred()) return NULL;
+    if (format != NULL && n >= 0 && (n <= 1 || stride == 1) && v.dev_type == kDLCPU &&
+        v.storage_ptr % (uintptr_t)(v.bits / 8) == 0)
+      return fast_export(v.keep, format, v.code == kDLBool ? BOOL8_METADATA : NULL, n, v.offset,
+                         (const void *)v.storage_ptr, device);
   }
-  {
-    PyObject *call[4] = {self, device ? Py_True : Py_False, NULL, NULL};
-    PyObject *argt = PyTuple_New(nargs), *kw = PyDict_New();
-    if (argt == NULL || kw == NULL) {
-      Py_XDECREF(argt);
-      Py_XDECREF(kw);
-      goto done;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(argt, i, Py_NewRef(args[i]));
-    for (Py_ssize_t i = 0; i < nkw; i++)
-      if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
-        Py_DECREF(argt);
-        Py_DECREF(kw);
-        goto done;
-      }
-    call[2] = argt;
-    call[3] = kw;
-    result = PyObject_Vectorcall(py_arrow_export_fallback, call, 4, NULL);
-    Py_DECREF(argt);
-    Py_DECREF(kw);
-  }
+  /* Everything else (N-d, requested schemas, device memory, errors) is Python's. */
+  PyObject *call[4] = {self, device ? Py_True : Py_False, NULL, NULL};
+  PyObject *argt = PyTuple_New(nargs), *kw = PyDict_New(), *result = NULL;
+  if (argt == NULL || kw == NULL) goto done;
+  for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(argt, i, Py_NewRef(args[i]));
+  for (Py_ssize_t i = 0; i < nkw; i++)
+    if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) goto done;
+  call[2] = argt;
+  call[3] = kw;
+  result = PyObject_Vectorcall(py_arrow_export_fallback, call, 4, NULL);
 done:
-  Py_XDECREF(storage);
-  Py_XDECREF(dtype);
-  Py_XDECREF(shape);
-  Py_XDECREF(strides);
-  Py_XDECREF(offset);
-  Py_XDECREF(ptr);
-  Py_XDECREF(dldev);
-  Py_XDECREF(keep);
-  Py_XDECREF(dl);
+  Py_XDECREF(argt);
+  Py_XDECREF(kw);
   return result;
 }
 

@@ -1621,3 +1621,27 @@ def test_every_permutation_round_trips_through_capsules():
         assert b.shape == x.shape and b.stride() == x.stride() and b.data_ptr() == x.data_ptr()
         typ = pa.field(x).type
         assert typ.shape == [2, 3, 4] and (typ.permutation or [0, 1, 2]) == list(perm)
+
+
+def test_cuda_tensor_exports_a_device_array_without_touching_memory():
+    """A CUDA tensor (fake device pointer, never dereferenced) exports an
+    ArrowDeviceArray with device type 2; its host-only exports refuse."""
+
+    class FakeCuda:
+        def __init__(self):
+            self.__cuda_array_interface__ = {
+                "shape": (4,), "typestr": "<f4", "data": (0xDEAD0000, False), "version": 3,
+                "strides": None, "stream": 1,
+            }  # fmt: skip
+
+    t = bridge.from_cuda_array_interface(FakeCuda(), device_id=1)
+    schema, dev = t.__arrow_c_device_array__()
+    d = c_struct(dev, b"arrow_device_array")
+    assert (d.device_type, d.device_id, d.sync_event) == (2, 1, ffi.NULL)
+    assert int(ffi.cast("uintptr_t", d.array.buffers[1])) + d.array.offset * 4 == 0xDEAD0000
+    back = bridge.from_arrow((schema, dev))
+    assert back.device == bridge.device("cuda:1") and back.data_ptr() == 0xDEAD0000
+    with pytest.raises(ValueError, match="__arrow_c_device_array__"):
+        t.__arrow_c_array__()
+    with pytest.raises(ValueError, match="stream"):
+        t.__arrow_c_stream__()
