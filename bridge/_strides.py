@@ -8,6 +8,7 @@ TypeError for arguments of the wrong kind.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,10 +19,7 @@ Strides = tuple[int, ...]
 
 def prod(shape: Iterable[int]) -> int:
     """Product of the sizes (1 for a 0-d shape)."""
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+    return math.prod(shape)
 
 
 def as_shape(args: Sequence[Any], what: str = "shape") -> Shape:
@@ -37,7 +35,7 @@ def as_shape(args: Sequence[Any], what: str = "shape") -> Shape:
         else:
             raise TypeError(f"{what} must be a sequence of ints, got {seq!r}")
     try:
-        return tuple(operator.index(a) for a in args)
+        return tuple(map(operator.index, args))
     except TypeError:
         raise TypeError(f"{what} must be a sequence of ints, got {tuple(args)!r}") from None
 
@@ -183,6 +181,17 @@ def wrap_dim(dim: Any, ndim: int, *, extra: int = 0) -> int:
 
 def infer_size(shape: Shape, numel: int) -> Shape:
     """Resolve one -1 in ``shape`` so that it holds ``numel`` elements; ValueError if impossible."""
+    low = min(shape, default=0)
+    if low >= 0:  # the common case: nothing to infer
+        if prod(shape) != numel:
+            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
+        return shape
+    if low == -1 and shape.count(-1) == 1:
+        known = -prod(shape)
+        if known == 0 or numel % known:
+            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
+        i = shape.index(-1)
+        return (*shape[:i], numel // known, *shape[i + 1 :])
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise ValueError(f"only one dimension can be inferred, got shape {shape}")
@@ -293,7 +302,7 @@ def permute(shape: Shape, strides: Strides, dims: Sequence[int]) -> tuple[Shape,
     nd = len(shape)
     if len(dims) != nd:
         raise ValueError(f"permute: number of dims {len(dims)} does not match tensor ndim {nd}")
-    norm = [wrap_dim(d, nd) for d in dims]
+    norm = [d if type(d) is int and 0 <= d < nd else wrap_dim(d, nd) for d in dims]
     if len(set(norm)) != nd:
         raise ValueError(f"permute: repeated dim in {tuple(dims)}")
     return tuple(shape[d] for d in norm), tuple(strides[d] for d in norm)

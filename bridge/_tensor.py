@@ -66,6 +66,10 @@ preserve_format = memory_format("preserve_format")
 _DEFAULT_REPR_DTYPES = frozenset({_dtypes.float32, _dtypes.int64, _dtypes.bool, _dtypes.complex64})
 
 
+# Index kinds that are basic for sure (checked first: the common case).
+_BASIC_KEYS = frozenset({builtins.int, slice, type(None), type(Ellipsis)})
+
+
 def _is_advanced_key(k: Any) -> _Bool:
     return isinstance(k, (list, np.ndarray, Tensor, _Bool, np.bool_))
 
@@ -299,10 +303,11 @@ class Tensor:
         """Basic indexing (ints, slices with any step, None, Ellipsis) returns a
         view; advanced indexing (int/bool tensors, arrays, lists) returns a copy
         with NumPy's semantics."""
-        parts = key if isinstance(key, tuple) else (key,)
-        if any(_is_advanced_key(k) for k in parts):
-            picked = self._np_view()[_numpy_key(parts)]
-            return _from_numpy_copy(np.asarray(picked), self._dtype)
+        if type(key) not in _BASIC_KEYS:
+            parts = key if type(key) is tuple else (key,)
+            if any(type(k) not in _BASIC_KEYS and _is_advanced_key(k) for k in parts):
+                picked = self._np_view()[_numpy_key(parts)]
+                return _from_numpy_copy(np.asarray(picked), self._dtype)
         shape, strides, offset = S.apply_index(self._shape, self._strides, self._offset, key)
         return self._view(shape, strides, offset)
 
@@ -327,7 +332,7 @@ class Tensor:
         """A view with a new shape (one size may be -1), or with another dtype
         (``view(bridge.int32)``). ValueError when the strides do not allow a view
         (use :meth:`reshape`) or the dtype's size does not fit the layout."""
-        if len(shape) == 1:
+        if len(shape) == 1 and type(shape[0]) not in (_Int, tuple, list):
             arg = shape[0]
             if isinstance(arg, (dtype, str)) or not (S.is_int(arg) or isinstance(arg, Sequence)):
                 return self._view_dtype(_dtypes.get_dtype(arg))
