@@ -241,7 +241,10 @@ def test_pa_array_every_dtype_zero_copy(name):
     del a, b
     d = balanced(before)
     assert d["arrow_exports"] == 1
-    assert (d["arrow_imports"], d["imports"]) == ((1, 0) if dt is bridge.bool else (0, 1))
+    # pyarrow >= 26 exports plain arrays through DLPack (max_version); older pyarrow has no
+    # max_version, so bridge takes the Arrow C data interface instead: either is zero-copy.
+    paths = {(1, 0)} if dt is bridge.bool else {(0, 1), (1, 0)}
+    assert (d["arrow_imports"], d["imports"]) in paths
 
 
 @pytest.mark.parametrize("name", list(ARROW_TYPES))
