@@ -891,9 +891,13 @@ class Tensor:
         ``force=True`` returns a copy for memory the host cannot read directly.
         Raises TypeError for non-host tensors without ``force``."""
         if not self.device.is_host_accessible:
+            if force:
+                host = _empty(self._shape, self._dtype)
+                _device_kernel(self, "copy_")(host, self)
+                return host._np_view()
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy; its memory is not "
-                "host-accessible"
+                "host-accessible (numpy(force=True) copies it)"
             )
         return self._np_view()
 

@@ -311,6 +311,23 @@ def _cuda_copy(dst: Tensor, src: Any) -> None:
 
 _tensor_mod.DEVICE_KERNELS["cuda"] = {"clone": _cuda_clone, "copy_": _cuda_copy}
 
+_core_numpy = Tensor.numpy
+
+
+def _numpy(self: Tensor, *, force: bool = False) -> np.ndarray[Any, Any]:
+    """A NumPy array sharing this tensor's memory (read-only when the tensor is).
+
+    Host tensors of NumPy-native dtypes go through ``__array_struct__`` (C);
+    bfloat16 and float8 need ml_dtypes (TypeError naming it when missing).
+    ``force=True`` copies device memory to the host (through the device's copy
+    kernel, CuPy for CUDA); without it, device tensors raise TypeError."""
+    if self._storage._dldev[0] == 1 and not self._dtype._np_name.startswith("ml_dtypes."):
+        arr: np.ndarray[Any, Any] = np.asarray(self)
+        return arr
+    return _core_numpy(self, force=force)
+
+
+Tensor.numpy = _numpy  # type: ignore[method-assign]
 Tensor.__array_struct__ = _array_struct
 Tensor.__array_interface__ = property(_array_interface)
 Tensor.__cuda_array_interface__ = property(_cuda_array_interface)

@@ -1150,8 +1150,13 @@ typedef struct {
 static PyTypeObject *ndarray_type;
 static PyObject *py_from_numpy_slow;
 
+/* The capsule NumPy keeps (as part of the new array's base) also holds the
+ * storage's keep-alive object, so the array outlives a later resize_() or
+ * set_() of the tensor, which would otherwise drop the memory it views. */
 static void array_struct_destructor(PyObject *capsule) {
+  PyObject *keep = (PyObject *)PyCapsule_GetContext(capsule);
   free(PyCapsule_GetPointer(capsule, NULL));
+  Py_XDECREF(keep);
 }
 
 /* Tensor.__array_struct__: a capsule NumPy reads without any Python-level
@@ -1193,7 +1198,15 @@ static PyObject *tensor_array_struct(PyObject *self, void *closure) {
   ai->data = (void *)v.data;
   ai->descr = NULL;
   PyObject *result = PyCapsule_New(ai, NULL, array_struct_destructor);
-  if (result == NULL) free(ai);
+  if (result == NULL) {
+    free(ai);
+    return NULL;
+  }
+  if (PyCapsule_SetContext(result, Py_NewRef(v.keep)) < 0) {
+    Py_DECREF(v.keep);
+    Py_DECREF(result);
+    return NULL;
+  }
   return result;
 }
 

@@ -367,6 +367,8 @@ def test_cuda_copies_without_cupy_raise_clearly(monkeypatch):
         t.copy_(bridge.zeros(2, 3))
     with pytest.raises(RuntimeError, match="CuPy"):
         bridge.zeros(2, 3).copy_(t)
+    with pytest.raises(RuntimeError, match="CuPy"):
+        t.numpy(force=True)
 
 
 def test_other_device_copies_raise_clearly():
@@ -374,3 +376,16 @@ def test_other_device_copies_raise_clearly():
     t.untyped_storage()._device = bridge.device("rocm", 0)
     with pytest.raises(RuntimeError, match="rocm:0"):
         t.clone()
+
+
+def test_numpy_views_outlive_resize_and_set():
+    """NumPy holds the tensor (its array base), but the memory it views must stay
+    valid after the tensor is repointed or its storage reallocated."""
+    t = bridge.arange(1000, dtype=bridge.float64)
+    a = np.asarray(t)
+    b = t.numpy()
+    t.untyped_storage().resize_(8)  # new, smaller memory; the old block must live on
+    t.set_(bridge.zeros(3, dtype=bridge.float64))
+    gc.collect()
+    for arr in (a, b):
+        assert arr[999] == 999.0 and arr.sum() == sum(range(1000))
