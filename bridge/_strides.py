@@ -305,7 +305,7 @@ def permute(shape: Shape, strides: Strides, dims: Sequence[int]) -> tuple[Shape,
     norm = [d if type(d) is int and 0 <= d < nd else wrap_dim(d, nd) for d in dims]
     if len(set(norm)) != nd:
         raise ValueError(f"permute: repeated dim in {tuple(dims)}")
-    return tuple(shape[d] for d in norm), tuple(strides[d] for d in norm)
+    return tuple([shape[d] for d in norm]), tuple([strides[d] for d in norm])
 
 
 def slice_dim(size: int, stride: int, s: slice) -> tuple[int, int, int]:

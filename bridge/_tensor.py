@@ -479,7 +479,7 @@ class Tensor:
             drop = {d for d in (S.wrap_dim(x, nd) for x in dims) if nd and self._shape[d] == 1}
         keep = [d for d in range(nd) if d not in drop]
         return self._view(
-            tuple(self._shape[d] for d in keep), tuple(self._strides[d] for d in keep), self._offset
+            tuple([self._shape[d] for d in keep]), tuple([self._strides[d] for d in keep]), self._offset
         )
 
     def unsqueeze(self, dim: _Int) -> Tensor:
@@ -694,7 +694,7 @@ class Tensor:
             np_dt,
             buffer=buf,
             offset=offset,
-            strides=tuple(s * isz for s in self._strides),
+            strides=tuple([s * isz for s in self._strides]),
         )
         return view
 
