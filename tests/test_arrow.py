@@ -23,8 +23,6 @@ import gc
 import importlib
 import itertools
 import json
-import os
-import resource
 import struct
 import sys
 import warnings
@@ -33,15 +31,13 @@ from typing import Any
 import numpy as np
 import pytest
 from bridge._native import ffi
+from lifetimes import balanced, delta, round_trips, snapshot
 
 import bridge
-from bridge import _capi
 from bridge.arrow import to_array, to_buffer, to_fixed_shape_tensor, to_tensor
 
 pa = pytest.importorskip("pyarrow")
 
-ARROW_KEYS = ("arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases")
-DLPACK_KEYS = ("exports", "export_deleters", "imports", "import_releases")
 
 # bridge dtype -> the Arrow type of its 1-d export
 ARROW_TYPES: dict[str, tuple[Any, Any]] = {
@@ -98,27 +94,6 @@ def c_struct(capsule, name: bytes):
     return ffi.cast(_STRUCT_OF[name], _capsule_ptr(capsule, name))
 
 
-def snapshot() -> dict:
-    """The C counters, after collecting garbage that earlier tests left behind."""
-    gc.collect()
-    return _capi.stats()
-
-
-def delta(before: dict) -> dict:
-    now = _capi.stats()
-    return {k: now[k] - before[k] for k in ARROW_KEYS + DLPACK_KEYS}
-
-
-def balanced(before: dict) -> dict:
-    gc.collect()
-    d = delta(before)
-    assert d["arrow_exports"] == d["arrow_releases"], d
-    assert d["arrow_imports"] == d["arrow_import_releases"], d
-    assert d["exports"] == d["export_deleters"], d
-    assert d["imports"] == d["import_releases"], d
-    return d
-
-
 def keepalive(t: bridge.Tensor) -> Any:
     """The object every Arrow export of ``t`` holds a reference to."""
     keep = t.untyped_storage()._np
@@ -129,15 +104,6 @@ def keepalive(t: bridge.Tensor) -> Any:
 def refs(obj: Any) -> int:
     gc.collect()
     return sys.getrefcount(obj)
-
-
-def rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:  # not Linux: peak RSS, which also must not grow
-        scale = 1 if sys.platform == "darwin" else 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def values_address(arr) -> int:
@@ -1290,16 +1256,7 @@ def test_no_leak_over_many_round_trips(case):
         trip()
         gc.collect()
         per_trip = delta(before)
-        for _ in range(warm):  # caches, free lists, arenas
-            trip()
-        gc.collect()
-        rss0 = rss_bytes()
-        before = snapshot()
-        for _ in range(n):
-            trip()
-        gc.collect()
-        grown = rss_bytes() - rss0
-    d = balanced(before)
+    d, grown = round_trips(trip, n, warm)
     assert d == {k: n * v for k, v in per_trip.items()}, (d, per_trip)
     assert d["arrow_exports"] + d["arrow_imports"] > 0
     assert grown < 1 << 20, f"resident memory grew by {grown} bytes over {n} round trips"

@@ -17,8 +17,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
-import os
-import resource
 import signal
 import subprocess
 import sys
@@ -27,9 +25,9 @@ import warnings
 
 import numpy as np
 import pytest
+from lifetimes import DLPACK_KEYS, balanced, delta, round_trips, snapshot
 
 import bridge
-from bridge import _capi
 
 READ_ONLY = 1
 IS_COPIED = 2
@@ -123,34 +121,8 @@ def peek(capsule) -> dict:
     }
 
 
-def snapshot() -> dict:
-    """The C counters, after collecting garbage that earlier tests left behind."""
-    gc.collect()
-    return _capi.stats()
-
-
 def stats_delta(before: dict) -> dict:
-    now = _capi.stats()
-    return {
-        k: now[k] - before[k] for k in ("exports", "export_deleters", "imports", "import_releases")
-    }
-
-
-def balanced(before: dict) -> dict:
-    gc.collect()
-    d = stats_delta(before)
-    assert d["exports"] == d["export_deleters"], d
-    assert d["imports"] == d["import_releases"], d
-    return d
-
-
-def rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:  # not Linux: peak RSS, which also must not grow
-        scale = 1 if sys.platform == "darwin" else 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    return delta(before, DLPACK_KEYS)
 
 
 def np_ptr(a: np.ndarray) -> int:
@@ -1244,18 +1216,6 @@ LEAK_CASES = _leak_cases()
 @pytest.mark.parametrize("case", list(LEAK_CASES))
 def test_no_leak_over_many_round_trips(case):
     setup, n, exports, imports = LEAK_CASES[case]
-    trip = setup()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for _ in range(max(n // 10, 2_000)):  # warm-up: caches, free lists, arenas
-            trip()
-        gc.collect()
-        rss0 = rss_bytes()
-        before = snapshot()
-        for _ in range(n):
-            trip()
-        gc.collect()
-        grown = rss_bytes() - rss0
-    d = balanced(before)
+    d, grown = round_trips(setup(), n, max(n // 10, 2_000))
     assert d["exports"] == n * exports and d["imports"] == n * imports, d
     assert grown < 1 << 20, f"resident memory grew by {grown} bytes over {n} round trips"

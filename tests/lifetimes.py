@@ -1,0 +1,66 @@
+"""Lifetime helpers shared by the tests: bridge's C counters and resident memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import sys
+import warnings
+from collections.abc import Callable
+
+from bridge import _capi
+
+DLPACK_KEYS = ("exports", "export_deleters", "imports", "import_releases")
+ARROW_KEYS = ("arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases")
+
+
+def snapshot() -> dict[str, int]:
+    """The C counters, after collecting garbage that earlier tests left behind."""
+    gc.collect()
+    return _capi.stats()
+
+
+def delta(before: dict[str, int], keys: tuple[str, ...] = DLPACK_KEYS + ARROW_KEYS) -> dict[str, int]:
+    """How far each counter in ``keys`` moved since ``before``."""
+    now = _capi.stats()
+    return {k: now[k] - before[k] for k in keys}
+
+
+def balanced(before: dict[str, int]) -> dict[str, int]:
+    """The counters' movement since ``before``, asserting that every export was
+    released and every import's producer called back (after collecting garbage)."""
+    gc.collect()
+    d = delta(before)
+    assert d["exports"] == d["export_deleters"], d
+    assert d["imports"] == d["import_releases"], d
+    assert d["arrow_exports"] == d["arrow_releases"], d
+    assert d["arrow_imports"] == d["arrow_import_releases"], d
+    return d
+
+
+def rss_bytes() -> int:
+    """Resident set size (peak RSS where /proc is missing, which must not grow either)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def round_trips(trip: Callable[[], object], n: int, warm: int) -> tuple[dict[str, int], int]:
+    """Run ``trip`` ``warm`` times (caches, free lists, arenas), then ``n`` times:
+    the balanced counter movement over the ``n`` and the resident memory growth."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _ in range(warm):
+            trip()
+        gc.collect()
+        rss0 = rss_bytes()
+        before = snapshot()
+        for _ in range(n):
+            trip()
+        gc.collect()
+        grown = rss_bytes() - rss0
+    return balanced(before), grown
