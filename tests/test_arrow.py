@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import importlib
 import itertools
 import json
 import struct
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 from bridge._native import ffi
-from lifetimes import balanced, delta, round_trips, snapshot
+from lifetimes import balanced, delta, frozen_heap, round_trips, snapshot
 
 import bridge
 from bridge.arrow import to_array, to_buffer, to_fixed_shape_tensor, to_tensor
@@ -155,18 +154,7 @@ class StreamOnly:
 
 @pytest.fixture(scope="module", autouse=True)
 def _frozen_heap():
-    """These tests call gc.collect() around every exchange, which costs ~0.1 s once
-    the peers are loaded. Import them first and freeze what exists, so collections
-    only walk the objects the tests make (the frozen ones still die by refcount)."""
-    for name in ("pyarrow", "polars", "nanoarrow", "duckdb", "torch"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+    yield from frozen_heap("pyarrow", "polars", "nanoarrow", "duckdb", "torch")
 
 
 @pytest.fixture

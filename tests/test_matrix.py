@@ -14,8 +14,7 @@ from bridge.matrix import Cell, bridge_at_fault, consumers, run_cell, run_matrix
 
 def one(producer, consumer, protocol, dtype="float32", layout="contiguous", readonly=False):
     table = {(c.peer, c.protocol): c for c in consumers({consumer})}
-    if (consumer, protocol) not in table:
-        pytest.skip(f"{consumer} is not installed")
+    assert (consumer, protocol) in table, f"{consumer} ({protocol}) is not installed"
     return run_cell(Cell(producer, consumer, protocol, dtype, layout, readonly), table[(consumer, protocol)])
 
 
