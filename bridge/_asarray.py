@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 from bridge import array_interface, dlpack
-from bridge._dtypes import get_dtype
+from bridge._dtypes import get_dtype, uint8
 from bridge._factories import tensor
+from bridge._storage import UntypedStorage
 from bridge._tensor import Tensor
 
 __all__ = ["asarray"]
@@ -17,7 +18,8 @@ __all__ = ["asarray"]
 def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:
     """A tensor over ``obj``'s memory, zero-copy whenever ``obj`` exposes it.
 
-    Order of preference: a bridge Tensor (a view of it), DLPack (``__dlpack__``
+    Order of preference: a bridge Tensor (a view of it), an
+    :class:`UntypedStorage` (a 1-d uint8 view of its bytes), DLPack (``__dlpack__``
     or a bare capsule), a NumPy array (:func:`bridge.from_numpy`),
     ``__cuda_array_interface__`` (device memory, never touched), then anything
     NumPy can view without copying (``__array_interface__``,
@@ -50,6 +52,9 @@ def _fresh(out: Tensor, obj: Any) -> bool:
 
 def _share(obj: Any, copy: bool | None) -> Tensor | None:
     out: Tensor
+    if isinstance(obj, UntypedStorage):
+        # As torch.frombuffer / Tensor().set_(storage): its bytes, as uint8.
+        return Tensor._make(obj, uint8, (obj.nbytes(),), (1,), 0)
     if isinstance(obj, Tensor) or type(obj) is dlpack._CapsuleType:
         return dlpack.from_dlpack(obj)
     if isinstance(obj, np.ndarray):

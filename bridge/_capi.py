@@ -1,37 +1,25 @@
 """The CPython fast paths compiled in cdefs/bridge.c.
 
-``bridge._native`` is a cffi module, and cffi cannot pass or return Python
-objects. So bridge.c defines ordinary CPython builtins (METH_FASTCALL, GIL
-held, no cffi conversion) and ``bridge_install`` puts them into a dict once,
-at import. This module is that dict's public face inside the package.
+They are installed by :mod:`bridge._builtins`; this module gives them names
+inside the package and hands the C side the core's classes.
 """
 
 from __future__ import annotations
 
-import platform
-from typing import Any
-
 from bridge import _dtypes
+from bridge._builtins import NS as _ns
 from bridge._device import CPU
 from bridge._native import ffi, lib
 from bridge._storage import UntypedStorage
 from bridge._tensor import Tensor
 
-if platform.python_implementation() != "CPython":  # pragma: no cover
-    raise ImportError("bridge's native layer needs CPython (it uses the CPython C API)")
-
-_ns: dict[str, Any] = {}
-# id() is the object's address in CPython; the dict is alive for the whole call.
-if lib.bridge_install(id(_ns)) != 0:  # pragma: no cover
-    raise ImportError("bridge._native failed to install its fast paths")
-
 export = _ns["export"]
 import_capsule = _ns["import_capsule"]
-import_exchange = _ns["import_exchange"]
 set_callbacks = _ns["set_callbacks"]
 set_dlpack_fallbacks = _ns["set_dlpack_fallbacks"]
 setup_numpy = _ns["setup_numpy"]
 fast_from_dlpack = _ns["fast_from_dlpack"]
+check_torch_export = _ns["check_torch_export"]
 make_capsule = _ns["make_capsule"]
 exchange_api = _ns["exchange_api"]
 api_to_object = _ns["api_to_object"]

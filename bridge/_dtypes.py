@@ -162,6 +162,13 @@ class dtype:
         return np_dt
 
     @property
+    def dtype(self) -> np.dtype[Any]:
+        """The NumPy dtype (as :attr:`numpy_dtype`), so that ``np.dtype(bridge.float32)``
+        works: NumPy converts any object with a ``.dtype`` attribute, as dask,
+        xarray and ``da.from_array`` do with ``np.dtype(x.dtype)``."""
+        return self.numpy_dtype
+
+    @property
     def has_numpy_dtype(self) -> builtins.bool:
         """Whether :attr:`numpy_dtype` is available in this environment."""
         try:
@@ -175,11 +182,11 @@ class dtype:
         """An unsigned integer NumPy dtype of the same item size (bit-exact copies)."""
         return _BIT_DTYPES[self.itemsize]
 
-    def to_real(self) -> dtype:
+    def to_real(self) -> DType:
         """The real counterpart of a complex type; other types return themselves."""
         return {"complex64": float32, "complex128": float64}.get(self.name, self)
 
-    def to_complex(self) -> dtype:
+    def to_complex(self) -> DType:
         """The complex type that holds this real floating type (complex64 at least)."""
         if self._kind == _COMPLEX_K:
             return self
@@ -192,6 +199,11 @@ class dtype:
 
     def __reduce__(self) -> str:
         return self.name
+
+
+# The class under a name its own body does not shadow (``dtype.dtype`` is the
+# NumPy dtype property, for np.dtype(x)).
+DType = dtype
 
 
 def _resolve_numpy(dt: dtype) -> np.dtype[Any]:

@@ -141,13 +141,15 @@ def arange(
 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested sequences of numbers, a
-    NumPy array, a Tensor, or a scalar).
+    NumPy array, a Tensor, an UntypedStorage (its bytes as uint8), or a scalar).
 
     Without ``dtype``, arrays and tensors keep theirs and Python data is
     inferred as PyTorch does: bool, int64, float32, complex64. Ragged nesting
     raises ValueError; non-numeric data raises TypeError.
     """
     _cpu_only(device)
+    if isinstance(data, UntypedStorage):  # its bytes, as uint8 (not a list of ints)
+        data = Tensor._make(data, _dtypes.uint8, (data.nbytes(),), (1,), 0)
     if isinstance(data, Tensor):
         if dtype is None:
             return data.clone(memory_format=contiguous_format)

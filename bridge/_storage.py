@@ -9,6 +9,7 @@ shared-memory block, or (from other modules) an imported DLPack/Arrow guard.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import operator
 import os
@@ -19,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from bridge import _dtypes
+from bridge._builtins import NS
 from bridge._device import CPU, device
-from bridge._native import ffi, lib
+from bridge._native import ffi
 
 __all__ = ["UntypedStorage"]
 
 _U8 = np.dtype(np.uint8)
+_alloc = NS["alloc"]
 
 
 class _ArrayInterface:
@@ -56,14 +59,31 @@ def _address(cdata: Any) -> int:
     return int(ffi.cast("uintptr_t", cdata))
 
 
+# The largest byte count a storage can have: sizes are int64 in DLPack and
+# Arrow, and Py_ssize_t in CPython's buffers.
+MAX_NBYTES = 2**63 - 1
+
+
+def check_nbytes(nbytes: int, what: str = "storage size") -> int:
+    """``nbytes`` when it is a valid byte count; ValueError naming it otherwise."""
+    if nbytes < 0:
+        raise ValueError(f"{what} must be non-negative, got {nbytes}")
+    if nbytes > MAX_NBYTES:
+        raise ValueError(
+            f"{what} of {nbytes} bytes is larger than the {MAX_NBYTES} bytes (2**63 - 1) a "
+            "storage can address"
+        )
+    return nbytes
+
+
 def _allocate(nbytes: int, zeroed: bool) -> tuple[int, Any, np.ndarray[Any, Any]]:
-    """A fresh 64-byte aligned block: (address, owner, uint8 array)."""
-    raw = lib.bridge_aligned_alloc(nbytes, 1 if zeroed else 0)
-    if raw == ffi.NULL:
-        raise MemoryError(f"cannot allocate {nbytes} bytes")
-    owner = ffi.gc(raw, lib.bridge_aligned_free, size=nbytes)
-    arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=_U8)
-    return _address(raw), owner, arr
+    """A fresh 64-byte aligned block: (address, owner, uint8 array).
+
+    The owner is a C capsule that frees the block in its destructor without
+    ever releasing the GIL, so dropping it is safe on any thread, also while
+    the interpreter finalises."""
+    owner, ptr = _alloc(check_nbytes(nbytes), zeroed)
+    return ptr, owner, byte_array(ptr, nbytes, False, owner)
 
 
 class _FileMapping:
@@ -162,8 +182,6 @@ class UntypedStorage:
         except TypeError:
             data = _bytes_from_sequence(size)
             nbytes = data.size
-        if nbytes < 0:
-            raise ValueError(f"storage size must be non-negative, got {nbytes}")
         ptr, owner, arr = _allocate(nbytes, zeroed=False)
         if data is not None:
             arr[:] = data
@@ -273,6 +291,10 @@ class UntypedStorage:
         size = operator.index(size)
         if size < 0:
             raise ValueError(f"size must be non-negative, got {size}")
+        if os.path.isdir(path):
+            raise IsADirectoryError(
+                errno.EISDIR, f"from_file() maps a regular file, but {path!r} is a directory", path
+            )
         flags = (os.O_RDWR | os.O_CREAT) if shared else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
         try:
@@ -479,9 +501,7 @@ class UntypedStorage:
         uninitialised. The data pointer may change; existing views stay valid
         for the memory they already held. Only storages bridge allocated can be
         resized: foreign, mapped and shared storages raise ValueError."""
-        nbytes = operator.index(nbytes)
-        if nbytes < 0:
-            raise ValueError(f"storage size must be non-negative, got {nbytes}")
+        nbytes = check_nbytes(operator.index(nbytes))
         if not self._resizable:
             raise ValueError(
                 f"cannot resize a storage that bridge did not allocate (owner: "

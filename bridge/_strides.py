@@ -145,7 +145,13 @@ def extent(shape: Shape, strides: Strides, offset: int) -> tuple[int, int]:
 
 
 def check_in_bounds(shape: Shape, strides: Strides, offset: int, capacity: int) -> None:
-    """ValueError unless every element lies in ``[0, capacity)`` storage elements."""
+    """ValueError unless every element lies in ``[0, capacity)`` storage elements
+    and every size, stride and the offset fit in int64 (DLPack's and Arrow's
+    width)."""
+    for name, values in (("size", shape), ("stride", strides), ("storage offset", (offset,))):
+        for v in values:
+            if not -(2**63) <= v < 2**63:
+                raise ValueError(f"{name} {v} does not fit in a 64-bit integer")
     if offset < 0:
         raise ValueError(f"storage offset must be non-negative, got {offset}")
     lo, hi = extent(shape, strides, offset)

@@ -23,7 +23,7 @@ from bridge import _strides as S
 from bridge._device import CPU as _CPU
 from bridge._device import device
 from bridge._dtypes import dtype
-from bridge._storage import UntypedStorage
+from bridge._storage import MAX_NBYTES, UntypedStorage
 
 __all__ = [
     "Tensor",
@@ -91,7 +91,10 @@ class Tensor:
     _shape: tuple[_Int, ...]
     _strides: tuple[_Int, ...]
     _offset: _Int
-    _dlmeta: bytes | None  # packed int64 shape+strides for the C exchange API (lazy)
+    # Packed int64 shape+strides handed to C exchange API consumers, by
+    # geometry; never dropped while the tensor lives (the consumer holds raw
+    # pointers into them, also after set_ changes the geometry).
+    _dlmeta: dict[tuple[tuple[_Int, ...], tuple[_Int, ...]], bytes]
 
     # Protocol methods installed by the interop modules (bridge.dlpack, ...),
     # so that the core imports none of them.
@@ -160,6 +163,12 @@ class Tensor:
             strides.append(st // isz)
         el_strides = tuple(strides)
         lo, hi = S.extent(shape, el_strides, 0)
+        start, nbytes = ptr + lo * isz, (hi - lo) * isz
+        if nbytes > MAX_NBYTES or start < 0 or start + nbytes > 2**64:
+            raise ValueError(
+                f"a tensor of shape {shape} with byte strides {byte_strides} at address {ptr:#x} "
+                "does not fit in a 64-bit address space"
+            )
         storage = UntypedStorage._wrap(
             ptr + lo * isz, (hi - lo) * isz, _CPU if dev is None else dev, owner, readonly=readonly
         )
@@ -662,7 +671,8 @@ class Tensor:
         return self
 
     def _assign(self, other: Tensor) -> None:
-        self._dlmeta = None
+        # _dlmeta is kept: a consumer of the C exchange API may still hold
+        # pointers into the shape/strides arrays handed out before.
         self._storage = other._storage
         self._dtype = other._dtype
         self._shape = other._shape
@@ -689,14 +699,41 @@ class Tensor:
         # An empty view may sit past the end of its storage (PyTorch allows
         # it, e.g. select() on a size-0 dim); NumPy checks the offset anyway.
         offset = self._offset * isz if 0 not in self._shape else 0
-        view: np.ndarray[Any, Any] = np.ndarray(
-            self._shape,
-            np_dt,
-            buffer=buf,
-            offset=offset,
-            strides=tuple([s * isz for s in self._strides]),
-        )
+        try:
+            view: np.ndarray[Any, Any] = np.ndarray(
+                self._shape,
+                np_dt,
+                buffer=buf,
+                offset=offset,
+                strides=tuple([s * isz for s in self._strides]),
+            )
+        except (TypeError, ValueError):
+            # NumPy checks that the view lies inside the buffer, which is the
+            # storage's bytes as they are now: it fails after a shrink.
+            self._check_bounds(RuntimeError)
+            # A size-0/1 dim may have any stride (as in torch), one NumPy's
+            # byte arithmetic may not take: those strides address nothing.
+            view = np.ndarray(
+                self._shape,
+                np_dt,
+                buffer=buf,
+                offset=offset,
+                strides=tuple([s * isz if n > 1 else 0 for n, s in zip(self._shape, self._strides)]),
+            )
         return view
+
+    def _check_bounds(self, error: type[Exception] = BufferError) -> None:
+        """Raise ``error`` when this view reaches past the bytes its storage
+        holds now (a storage can shrink under its views with ``resize_``).
+        Exports raise BufferError; reads and writes RuntimeError."""
+        isz = self._dtype.itemsize
+        lo, hi = S.extent(self._shape, self._strides, self._offset)
+        nbytes = self._storage._nbytes
+        if lo != hi and (lo < 0 or hi * isz > nbytes):
+            raise error(
+                f"the tensor views bytes [{lo * isz}, {hi * isz}) of a storage that now holds "
+                f"{nbytes} bytes (the storage was resized after the view was made)"
+            )
 
     def contiguous(self, memory_format: memory_format = contiguous_format) -> Tensor:
         """This tensor if it is already contiguous in ``memory_format``, else a copy that is."""

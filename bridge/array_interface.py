@@ -72,6 +72,7 @@ def _array_interface(self: Tensor) -> dict[str, Any]:
         raise AttributeError(
             "__array_interface__ is only defined for host tensors of NumPy-native dtypes"
         )
+    self._check_bounds(BufferError)
     typestr = _typestr(dt)
     return {
         "version": 3,
@@ -90,6 +91,7 @@ def _memoryview(self: Tensor) -> memoryview:
     (bfloat16, float8)."""
     if not self._storage._device.is_host_accessible:
         raise BufferError(f"a {self.device} tensor has no host buffer")
+    self._check_bounds(BufferError)
     try:
         view: memoryview = memoryview(self._np_view())  # type: ignore[arg-type]
         return view

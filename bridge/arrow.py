@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import json
+import operator
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +38,7 @@ from bridge import _capi, _dtypes
 from bridge import _strides as S
 from bridge._device import CPU, device
 from bridge._storage import UntypedStorage
-from bridge._tensor import Tensor
+from bridge._tensor import Tensor, _empty
 
 __all__ = [
     "from_arrow",
@@ -78,18 +79,87 @@ def _encode_metadata(pairs: list[tuple[bytes, bytes]]) -> bytes:
 
 
 def _decode_metadata(raw: bytes | None) -> dict[bytes, bytes]:
+    """Arrow's key-value encoding back to a dict; ValueError when malformed (the
+    C reader bounds the block, this checks each entry against it)."""
     if not raw:
         return {}
-    (n,) = struct.unpack_from("=i", raw, 0)
-    pos, out = 4, {}
-    for _ in range(n):
-        (lk,) = struct.unpack_from("=i", raw, pos)
-        key = raw[pos + 4 : pos + 4 + lk]
-        pos += 4 + lk
-        (lv,) = struct.unpack_from("=i", raw, pos)
-        out[key] = raw[pos + 4 : pos + 4 + lv]
-        pos += 4 + lv
+    try:
+        (n,) = struct.unpack_from("=i", raw, 0)
+        pos, out = 4, {}
+        for _ in range(n):
+            (lk,) = struct.unpack_from("=i", raw, pos)
+            key = raw[pos + 4 : pos + 4 + lk]
+            pos += 4 + lk
+            (lv,) = struct.unpack_from("=i", raw, pos)
+            out[key] = raw[pos + 4 : pos + 4 + lv]
+            pos += 4 + lv
+    except struct.error:
+        raise ValueError("malformed Arrow schema metadata") from None
+    if n < 0 or pos > len(raw):
+        raise ValueError("malformed Arrow schema metadata")
     return out
+
+
+# Arrow C data format strings -> the names pyarrow prints (for messages).
+_TYPE_NAMES = {
+    "n": "null", "b": "bool", "c": "int8", "C": "uint8", "s": "int16", "S": "uint16",
+    "i": "int32", "I": "uint32", "l": "int64", "L": "uint64", "e": "halffloat",
+    "f": "float", "g": "double", "z": "binary", "Z": "large_binary", "vz": "binary_view",
+    "u": "string", "U": "large_string", "vu": "string_view", "tdD": "date32[day]",
+    "tdm": "date64[ms]", "tts": "time32[s]", "ttm": "time32[ms]", "ttu": "time64[us]",
+    "ttn": "time64[ns]", "tiM": "month_interval", "tiD": "day_time_interval",
+    "tin": "month_day_nano_interval", "+s": "struct", "+m": "map", "+r": "run_end_encoded",
+}  # fmt: skip
+_UNIT = {"s": "s", "m": "ms", "u": "us", "n": "ns"}
+
+
+def _type_name(schema: Any) -> str:
+    """An Arrow type's name as pyarrow prints it (``timestamp[ns]``,
+    ``decimal128(10, 2)``, ``fixed_size_list<item: float>[3]``), from a
+    schema description; never raises."""
+    fmt, _name, meta, _flags, children, has_dict = schema
+    try:
+        ext = _decode_metadata(meta).get(_EXT_NAME)
+    except ValueError:
+        ext = None
+    kids = [f"{c[1] or 'item'}: {_type_name(c)}" for c in children]
+    if fmt in _TYPE_NAMES and fmt not in ("+s", "+m", "+r"):
+        base = _TYPE_NAMES[fmt]
+    elif fmt.startswith("d:"):
+        parts = fmt[2:].split(",")
+        width = parts[2] if len(parts) > 2 else "128"
+        base = f"decimal{width}({', '.join(parts[:2])})"
+    elif fmt.startswith("w:"):
+        base = f"fixed_size_binary[{fmt[2:]}]"
+    elif fmt.startswith("ts") and len(fmt) >= 4 and fmt[3] == ":" and fmt[2] in _UNIT:
+        tz = fmt[4:]
+        base = f"timestamp[{_UNIT[fmt[2]]}{', tz=' + tz if tz else ''}]"
+    elif fmt.startswith("tD") and len(fmt) == 3 and fmt[2] in _UNIT:
+        base = f"duration[{_UNIT[fmt[2]]}]"
+    elif fmt in ("+l", "+L", "+vl", "+vL"):
+        kind = {"+l": "list", "+L": "large_list", "+vl": "list_view", "+vL": "large_list_view"}[fmt]
+        base = f"{kind}<{', '.join(kids)}>"
+    elif fmt.startswith("+w:"):
+        base = f"fixed_size_list<{', '.join(kids)}>[{fmt[3:]}]"
+    elif fmt in ("+s", "+m", "+r"):
+        base = f"{_TYPE_NAMES[fmt]}<{', '.join(kids)}>"
+    elif fmt.startswith(("+ud:", "+us:")):
+        base = f"{'dense' if fmt[2] == 'd' else 'sparse'}_union<{', '.join(kids)}>"
+    else:
+        base = f"unknown type (format {fmt!r})"
+    if has_dict:
+        base = f"dictionary<indices={base}>"
+    if ext == _BOOL8:
+        return "bool8"
+    if ext == _FST and fmt.startswith("+w:") and children:
+        try:
+            shape = json.loads(_decode_metadata(meta).get(_EXT_META) or b"{}").get("shape")
+        except (ValueError, AttributeError):
+            shape = None
+        return f"fixed_shape_tensor[value_type={_type_name(children[0])}, shape={shape}]"
+    if ext:
+        return f"extension<{ext.decode(errors='replace')}> over {base}"
+    return base
 
 
 _BOOL8_META = _encode_metadata([(_EXT_NAME, _BOOL8), (_EXT_META, b"")])
@@ -129,6 +199,7 @@ def _element_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[l
 def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """(schema spec, array spec) describing ``t`` in Arrow terms, zero-copy.
     ValueError when the layout has no Arrow form (use .contiguous())."""
+    t._check_bounds(BufferError)
     st = t._storage
     dt = t._dtype
     ndim = len(t._shape)
@@ -170,20 +241,61 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
     return schema, (batch, 0, rows, (0,), (child,))
 
 
-def _requested(t: Tensor, requested_schema: Any) -> Tensor:
-    """Honour a requested primitive type for a 1-d tensor (a converting copy,
-    asked for by the consumer); anything else is ignored, as the PyCapsule
-    interface allows, and never raises."""
-    if requested_schema is None or t.ndim != 1 or not t.device.is_host_accessible:
-        return t
+def _same_type(a: Any, b: Any) -> bool:
+    """Whether two schema descriptions are the same Arrow type (names, nullability
+    and dim_names aside)."""
+    if a[0] != b[0] or len(a[4]) != len(b[4]) or a[5] != b[5]:
+        return False
+    ea, eb = _decode_metadata(a[2]), _decode_metadata(b[2])
+    if ea.get(_EXT_NAME) != eb.get(_EXT_NAME):
+        return False
+    if ea.get(_EXT_NAME) == _FST:
+        ma, mb = (json.loads(e.get(_EXT_META) or b"{}") for e in (ea, eb))
+        if ma.get("shape") != mb.get("shape") or (ma.get("permutation") or None) != (
+            mb.get("permutation") or None
+        ):
+            return False
+    return all(_same_type(x, y) for x, y in zip(a[4], b[4]))
+
+
+def _describe_spec(spec: tuple[Any, ...]) -> tuple[Any, ...]:
+    fmt, name, meta, flags, children = spec
+    return (fmt.decode(), name and name.decode(), meta, flags,
+            tuple(_describe_spec(c) for c in children), False)  # fmt: skip
+
+
+def _honour(schema: tuple[Any, ...], array: tuple[Any, ...], requested_schema: Any) -> tuple[Any, ...]:
+    """The (schema, array) specs to export for a consumer's ``requested_schema``
+    (Arrow PyCapsule interface, "Schema Requests"): the tensor's own type
+    (or the storage type of its extension type: the same bytes) under the
+    requested field name, or a one-column struct (a record batch) holding it. Anything else would be another type (a converting copy) or
+    another number of fields: ValueError naming both types, as the interface
+    asks of data that cannot take the request."""
+    if requested_schema is None:
+        return schema, array
     try:
-        fmt, _, meta, _, _, _ = _capi.arrow_describe_schema(requested_schema)
-    except (TypeError, ValueError):
-        return t
-    want = _primitive(fmt, meta)
-    if want is None or want is t._dtype:
-        return t
-    return t.to(want).contiguous()
+        req = _capi.arrow_describe_schema(requested_schema)
+    except (TypeError, ValueError) as e:
+        if type(requested_schema).__name__ != "PyCapsule" or "named" in str(e):
+            raise TypeError(
+                f"requested_schema must be an 'arrow_schema' PyCapsule, got {requested_schema!r}"
+            ) from None
+        raise
+    ours = _describe_spec(schema)
+    bare = (*ours[:2], None, *ours[3:])  # the extension's storage type: the same bytes
+    for candidate, meta in ((ours, schema[2]), (bare, None)):
+        if _same_type(req, candidate):
+            name = req[1].encode() if req[1] is not None else schema[1]
+            return (schema[0], name, meta, req[3], schema[4]), array
+    if req[0] == "+s" and len(req[4]) == 1 and _same_type(req[4][0], ours):
+        col = req[4][0]
+        inner = (schema[0], (col[1] or "").encode(), schema[2], col[3], schema[4])
+        return (b"+s", (req[1] or "").encode(), None, req[3], (inner,)), (array[0], 0, 0, (0,), (array,))
+    raise ValueError(
+        f"requested Arrow type {_type_name(req)} cannot be produced from a tensor of Arrow type "
+        f"{_type_name(ours)} without a copy; bridge only exports tensors as they are (convert "
+        "with .to() or .contiguous() first)"
+    )
 
 
 def _arrow_c_schema(self: Tensor) -> Any:
@@ -192,15 +304,19 @@ def _arrow_c_schema(self: Tensor) -> Any:
     return _capi.arrow_export_schema(_specs(self)[0])
 
 
+def _host_specs(t: Tensor, what: str, requested_schema: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    if not t._storage._device.is_host_accessible:
+        raise ValueError(f"a {t.device} tensor has no CPU Arrow {what}; use __arrow_c_device_array__")
+    return _honour(*_specs(t), requested_schema)
+
+
 def _arrow_c_array(self: Tensor, requested_schema: Any = None) -> tuple[Any, Any]:
     """Arrow PyCapsule interface: ``("arrow_schema", "arrow_array")`` capsules
     over this tensor's memory, zero-copy. Host tensors only (ValueError for
-    device memory: use ``__arrow_c_device_array__``)."""
-    if not self._storage._device.is_host_accessible:
-        raise ValueError(f"a {self.device} tensor has no CPU Arrow array; use __arrow_c_device_array__")
-    t = _requested(self, requested_schema)
-    schema, array = _specs(t)
-    return _capi.arrow_export_schema(schema), _capi.arrow_export_array(t._storage._keepalive(), array)
+    device memory: use ``__arrow_c_device_array__``). ``requested_schema``:
+    see :func:`_honour` (ValueError when it asks for another type)."""
+    schema, array = _host_specs(self, "array", requested_schema)
+    return _capi.arrow_export_schema(schema), _capi.arrow_export_array(self._storage._keepalive(), array)
 
 
 def _arrow_c_device_array(
@@ -221,24 +337,21 @@ def _arrow_c_device_array(
         dev_type, dev_id = _ARROW_CUDA_HOST, dev.index or 0
     else:
         raise ValueError(f"Arrow has no device type for {dev}")
-    t = _requested(self, requested_schema) if dev.type == "cpu" else self
-    schema, array = _specs(t)
+    schema, array = _honour(*_specs(self), requested_schema)
     return (
         _capi.arrow_export_schema(schema),
-        _capi.arrow_export_device_array(t._storage._keepalive(), array, dev_type, dev_id),
+        _capi.arrow_export_device_array(self._storage._keepalive(), array, dev_type, dev_id),
     )
 
 
 def _arrow_c_stream(self: Tensor, requested_schema: Any = None) -> Any:
-    """Arrow PyCapsule interface: an ``"arrow_array_stream"`` of one record batch
-    with one column, ``"tensor"`` (so ``pa.table``, DuckDB and ``pl.DataFrame``
-    read it). Host tensors only."""
-    if not self._storage._device.is_host_accessible:
-        raise ValueError(f"a {self.device} tensor has no CPU Arrow stream")
-    schema, array = _specs(self)
-    batch_schema = (b"+s", b"", None, 0, (schema,))
-    batch = (array[0], 0, 0, (0,), (array,))
-    return _capi.arrow_export_stream(self._storage._keepalive(), batch_schema, batch)
+    """Arrow PyCapsule interface: an ``"arrow_array_stream"`` of one array of
+    the same type ``__arrow_c_array__`` gives (a tensor is a column, like
+    ``pa.Array`` / ``pa.ChunkedArray``, not a table): ``pa.chunked_array(t)``
+    and ``pa.array(t)`` agree. A one-column struct ``requested_schema`` gives
+    the record-batch form that table consumers want. Host tensors only."""
+    schema, array = _host_specs(self, "stream", requested_schema)
+    return _capi.arrow_export_stream(self._storage._keepalive(), schema, array)
 
 
 # ------------------------------------------------------------------ import
@@ -274,11 +387,17 @@ def _check_array(arr: Any, n_buffers: int, what: str) -> tuple[int, int, tuple[i
     return length, offset, buffers
 
 
-def _validity(arr: Any, length: int, offset: int) -> Tensor:
-    """The validity bitmap of ``arr`` unpacked into a bool tensor (a copy)."""
+def _validity(arr: Any, length: int, offset: int, dev: device) -> Tensor:
+    """The validity bitmap of ``arr`` unpacked into a bool tensor (a copy, read
+    on the host: ValueError for device memory)."""
     addr = arr[3][0]
     if addr == 0:
         return _full_bool(length, True)
+    if dev != CPU:
+        raise ValueError(
+            f"the validity bitmap of a {dev} Arrow array cannot be read on the host; copy the "
+            "array to the CPU first (with_mask=True reads the bitmap)"
+        )
     nbytes = (offset + length + 7) // 8
     bits = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
     mask = np.unpackbits(bits, bitorder="little")[offset : offset + length].astype(bool)
@@ -301,20 +420,20 @@ def _tensor_from(
 ) -> Any:
     fmt, _name, meta, _flags, children, has_dict = schema
     if has_dict:
-        raise TypeError(f"dictionary-encoded Arrow data ({fmt!r}) has no zero-copy tensor form")
+        raise TypeError(f"Arrow type {_type_name(schema)} has no zero-copy tensor form")
     ext = _decode_metadata(meta)
     dt = _primitive(fmt, meta)
     if dt is not None:
         nulls = arr[1]
         if with_mask and nulls:
             arr = (arr[0], 0, *arr[2:])
-        length, offset, buffers = _check_array(arr, 2, f"Arrow {fmt!r} array")
+        length, offset, buffers = _check_array(arr, 2, f"Arrow {_type_name(schema)} array")
         if buffers[1] == 0 and length:
             raise ValueError("Arrow array has a NULL data buffer")
         t = Tensor._over_memory(buffers[1] + offset * dt.itemsize, dt, (length,), (dt.itemsize,),
                                 guard, readonly=True, dev=dev)  # fmt: skip
         if with_mask:
-            return t, _validity((0, 0, 0, buffers), length, offset) if nulls else _full_bool(length, True)
+            return t, _validity((0, 0, 0, buffers), length, offset, dev) if nulls else _full_bool(length, True)
         return t
     if fmt == "b":
         if not copy:
@@ -327,9 +446,9 @@ def _tensor_from(
         length, offset, buffers = _check_array(checked, 2, "Arrow bool array")
         if dev != CPU:
             raise ValueError("bit-packed bools can be unpacked only in host memory")
-        values = _validity((0, 0, 0, (buffers[1],)), length, offset)
+        values = _validity((0, 0, 0, (buffers[1],)), length, offset, dev)
         if with_mask:
-            valid = _validity(arr, length, offset) if nulls else _full_bool(length, True)
+            valid = _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)
             return values, valid
         return values
     if fmt.startswith("+w:"):
@@ -346,9 +465,29 @@ def _tensor_from(
         # A struct's offset and length select the rows of its children.
         child = (length, child[1], child[2] + offset, child[3], child[4])
         return _tensor_from(children[0], child, guard, dev, copy=copy, with_mask=with_mask)
-    ext_name = ext.get(_EXT_NAME)
-    hint = f" (extension {ext_name.decode()})" if ext_name else ""
-    raise TypeError(f"Arrow format {fmt!r}{hint} has no zero-copy tensor form")
+    raise TypeError(f"Arrow type {_type_name(schema)} has no zero-copy tensor form")
+
+
+def _fst_layout(ext: dict[bytes, bytes], size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(element shape, element strides) of an ``arrow.fixed_shape_tensor`` with
+    ``size`` values per row; ValueError for metadata that does not describe one."""
+    try:
+        meta = json.loads(ext.get(_EXT_META, b"{}"))
+        phys = tuple(operator.index(s) for s in meta["shape"])
+        perm = [operator.index(p) for p in (meta.get("permutation") or range(len(phys)))]
+        names = meta.get("dim_names")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError("arrow.fixed_shape_tensor metadata has no valid 'shape'") from None
+    if any(d < 0 for d in phys):
+        raise ValueError(f"fixed_shape_tensor shape {list(phys)} has a negative dimension")
+    if S.prod(phys) != size:
+        raise ValueError(f"fixed_shape_tensor shape {list(phys)} does not hold {size} values")
+    if sorted(perm) != list(range(len(phys))):
+        raise ValueError(f"fixed_shape_tensor permutation {perm} is not a permutation")
+    if names is not None and (not isinstance(names, list) or len(names) != len(phys)):
+        raise ValueError("fixed_shape_tensor dim_names does not match its shape")
+    cs = S.contiguous_strides(phys)
+    return tuple(phys[p] for p in perm), tuple(cs[p] for p in perm)
 
 
 def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[bytes, bytes],
@@ -362,11 +501,11 @@ def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[b
         raise ValueError(f"malformed FixedSizeList {fmt!r}: needs one child and a size >= 0")
     nulls = arr[1]
     parent = (arr[0], 0, *arr[2:]) if with_mask else arr
-    length, offset, _buffers = _check_array(parent, 1, "Arrow FixedSizeList array")
+    length, offset, _buffers = _check_array(parent, 1, f"Arrow {_type_name(schema)} array")
     value_schema, value_arr = children[0], arr[4][0]
     dt = _primitive(value_schema[0], value_schema[2])
     if dt is None:
-        raise TypeError(f"FixedSizeList of {value_schema[0]!r} has no tensor form")
+        raise TypeError(f"Arrow type {_type_name(schema)} has no tensor form")
     vlen, voff, vbufs = _check_array(value_arr, 2, "FixedSizeList values")
     first = voff + offset * size
     if vlen < (offset + length) * size:
@@ -378,28 +517,13 @@ def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[b
     elem: tuple[int, ...] = (size,)
     el_strides: tuple[int, ...] = (1,)
     if ext.get(_EXT_NAME) == _FST:
-        try:
-            meta = json.loads(ext.get(_EXT_META, b"{}"))
-            phys = tuple(int(s) for s in meta["shape"])
-        except (ValueError, KeyError, TypeError):
-            raise ValueError("arrow.fixed_shape_tensor metadata has no valid 'shape'") from None
-        if S.prod(phys) != size:
-            raise ValueError(f"fixed_shape_tensor shape {list(phys)} does not hold {size} values")
-        perm = meta.get("permutation") or list(range(len(phys)))
-        if sorted(perm) != list(range(len(phys))):
-            raise ValueError(f"fixed_shape_tensor permutation {perm} is not a permutation")
-        names = meta.get("dim_names")
-        if names is not None and len(names) != len(phys):
-            raise ValueError("fixed_shape_tensor dim_names does not match its shape")
-        cs = S.contiguous_strides(phys)
-        elem = tuple(phys[p] for p in perm)
-        el_strides = tuple(cs[p] for p in perm)
+        elem, el_strides = _fst_layout(ext, size)
     isz = dt.itemsize
     t = Tensor._over_memory(vbufs[1] + first * isz, dt, (length, *elem),
                             (size * isz, *(s * isz for s in el_strides)), guard,
                             readonly=True, dev=dev)  # fmt: skip
     if with_mask:
-        return t, _validity(arr, length, offset) if nulls else _full_bool(length, True)
+        return t, _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)
     return t
 
 
@@ -411,20 +535,49 @@ def _from_capsules(parsed: Any, *, copy: bool, with_mask: bool) -> Any:
 
 def _from_stream(capsule: Any, *, copy: bool, with_mask: bool) -> Any:
     _sguard, schema, batches = _capi.arrow_import_stream(capsule)
-    if len(batches) != 1:
+    parts = [_tensor_from(schema, arr, guard, CPU, copy=copy, with_mask=with_mask)
+             for guard, arr in batches]  # fmt: skip
+    return _one_chunk(parts, "stream", "batches", copy=copy, with_mask=with_mask)
+
+
+def _one_chunk(parts: list[Any], what: str, unit: str, *, copy: bool, with_mask: bool) -> Any:
+    """The tensor of a one-chunk import; several chunks are concatenated along
+    the first dim (with their masks) only when ``copy=True``."""
+    if len(parts) == 1:
+        return parts[0]
+    if not copy or not parts:
         raise ValueError(
-            f"the Arrow stream has {len(batches)} batches; a zero-copy tensor needs exactly one "
-            "(combine the chunks first, which copies)"
+            f"the Arrow {what} has {len(parts)} {unit}; a zero-copy tensor needs exactly one "
+            + ("" if not parts else "(pass copy=True to concatenate them into new memory)")
         )
-    guard, arr = batches[0]
-    return _tensor_from(schema, arr, guard, CPU, copy=copy, with_mask=with_mask)
+    if with_mask:
+        return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
+    return _concat(parts)
+
+
+def _concat(parts: list[Tensor]) -> Tensor:
+    """The tensors (chunks of one Arrow type, so of one dtype and row shape)
+    stacked along dim 0 into new, writable memory."""
+    first = parts[0]
+    rest = first.shape[1:]
+    out = _empty((sum(p.shape[0] for p in parts), *rest), first.dtype)
+    row = 0
+    for p in parts:
+        out[row : row + p.shape[0]].copy_(p)
+        row += p.shape[0]
+    return out
 
 
 def _from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
     out = _from_arrow_view(obj, copy=copy, with_mask=with_mask)
-    if copy and not with_mask and isinstance(out, Tensor) and out.is_readonly:
-        return out.clone()  # copy=True: new, writable memory (as from_dlpack(copy=True))
-    return out
+    if not copy:
+        return out
+    # copy=True: new, writable memory (as from_dlpack(copy=True)); the masks
+    # and concatenations are fresh already.
+    if with_mask:
+        values, valid = out
+        return (values.clone() if values.is_readonly else values), valid
+    return out.clone() if out.is_readonly else out
 
 
 def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
@@ -477,12 +630,8 @@ def _from_pyarrow(obj: Any, *, copy: bool, with_mask: bool) -> Any:
     if isinstance(obj, pa.Buffer):
         return _from_buffer(obj)
     if isinstance(obj, pa.ChunkedArray):
-        if obj.num_chunks != 1:
-            raise ValueError(
-                f"the ChunkedArray has {obj.num_chunks} chunks; a zero-copy tensor needs exactly "
-                "one (combine_chunks() copies)"
-            )
-        return _from_arrow_view(obj.chunk(0), copy=copy, with_mask=with_mask)
+        parts = [_from_arrow_view(c, copy=copy, with_mask=with_mask) for c in obj.iterchunks()]
+        return _one_chunk(parts, "ChunkedArray", "chunks", copy=copy, with_mask=with_mask)
     if isinstance(obj, pa.Tensor):
         arr = obj.to_numpy()
         dt = _dtypes.from_numpy_dtype(arr.dtype)
@@ -513,6 +662,7 @@ def to_buffer(obj: Tensor | UntypedStorage) -> Any:
     import pyarrow as pa
 
     if isinstance(obj, Tensor):
+        obj._check_bounds(BufferError)
         if not obj.is_contiguous():
             raise ValueError("to_buffer() needs a contiguous tensor (call .contiguous())")
         storage, ptr, size = obj._storage, obj.data_ptr(), obj.nbytes

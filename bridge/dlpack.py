@@ -33,23 +33,29 @@ FLAG_IS_SUBBYTE_TYPE_PADDED = 4
 _CapsuleType = types.CapsuleType if hasattr(types, "CapsuleType") else type(_capi.exchange_api)
 _export = _capi.export
 _import_capsule = _capi.import_capsule
-_import_exchange = _capi.import_exchange
 _fast_from_dlpack = _capi.fast_from_dlpack
+_check_torch_export = _capi.check_torch_export
 _BY_DLPACK = _dtypes._BY_DLPACK
 _DEVICES: dict[tuple[int, int], device] = {}
-_API_CACHE: dict[type, Any] = {}
 _OUR_API = _capi.exchange_api
 _MAX_VERSION = DLPACK_VERSION
 
 
 def _check_stream(t: Tensor, stream: Any) -> None:
+    """The array API's stream argument. Host memory has no streams: None and
+    -1 (no synchronisation) are accepted. A stream that is not an int is a
+    TypeError; an int the device cannot take is a ValueError (BufferError is
+    for data that cannot be exported). NumPy raises RuntimeError for any
+    stream and torch AssertionError for a host int; the spec's types win."""
     if stream is None:
         return
-    dev = t._storage._device
-    if dev.type in ("cpu", "cuda_host", "rocm_host"):
-        raise BufferError(f"stream must be None for a {dev} tensor, got {stream!r}")
     if not isinstance(stream, int) or isinstance(stream, bool):
         raise TypeError(f"stream must be an int or None, got {type(stream).__name__}")
+    dev = t._storage._device
+    if dev.type in ("cpu", "cuda_host", "rocm_host"):
+        if stream != -1:
+            raise ValueError(f"stream must be None or -1 for a {dev} tensor, got {stream}")
+        return
     if stream == 0:
         raise ValueError("stream 0 is ambiguous and forbidden by the DLPack spec; use 1 or 2")
     if stream < -1:
@@ -57,6 +63,7 @@ def _check_stream(t: Tensor, stream: Any) -> None:
 
 
 def _export_values(t: Tensor, flags: int) -> tuple[Any, ...]:
+    t._check_bounds(BufferError)
     st = t._storage
     code, bits, _ = t._dtype.dlpack
     if bits < 8:
@@ -86,6 +93,7 @@ def to_dlpack(
     TypeError/ValueError for malformed arguments.
     """
     t = tensor
+    t._check_bounds(BufferError)
     st = t._storage
     if stream is not None:
         _check_stream(t, stream)
@@ -151,16 +159,6 @@ def _finish(parsed: tuple[Any, ...]) -> Tensor:
     return Tensor._make(storage, dt, shape, strides, offset)
 
 
-def _exchange_api_of(tp: type) -> Any:
-    api = _API_CACHE.get(tp, _API_CACHE)
-    if api is _API_CACHE:
-        api = getattr(tp, "__dlpack_c_exchange_api__", None)
-        if api is not None and type(api) is not _CapsuleType:
-            api = None
-        _API_CACHE[tp] = api
-    return api
-
-
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
     """A bridge tensor sharing the memory of ``x`` (Python array API ``from_dlpack``).
 
@@ -197,12 +195,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
         return out.clone(memory_format=contiguous_format) if copy else out
     if type(x) is Tensor:
         return _from_own(x, device, copy)
-    if device is None and copy is None:
-        api = _exchange_api_of(type(x))
-        if api is not None:
-            return _finish(_import_exchange(api, x))
-    if type(x).__module__.startswith("torch"):
-        _refuse_lazy_torch_view(x)
+    _check_torch_export(x)
     method = getattr(x, "__dlpack__", None)
     if method is None:
         raise TypeError(f"{type(x).__name__} does not support DLPack (no __dlpack__ method)")
@@ -222,27 +215,22 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
         honoured_copy = False
     except BufferError as e:
         if copy is False:
+            # A refusal of copy=False or of the export itself? Ask without it:
+            # only when that works was a copy the problem (ValueError, as the
+            # array API says); otherwise the producer's BufferError stands.
+            kwargs.pop("copy")
+            method(**kwargs)  # raises the producer's own refusal, if that is what it was
             raise ValueError(f"from_dlpack(copy=False): the producer needs a copy: {e}") from e
         raise
-    out = _finish(_import_capsule(capsule))
+    parsed = _import_capsule(capsule)
+    out = _finish(parsed)
     if want_dev is not None and out._storage._device.to_dlpack() != want_dev:
         raise BufferError(f"the producer gave a {out.device} tensor, not the requested device {device!r}")
-    if copy and not honoured_copy:
+    if copy and not (honoured_copy and parsed[-1] & FLAG_IS_COPIED):
+        # The producer did not say it copied (a legacy capsule cannot; some
+        # producers accept copy= and ignore it): copying is ours to do.
         out = out.clone(memory_format=contiguous_format)
     return out
-
-
-def _refuse_lazy_torch_view(x: Any) -> None:
-    # torch 2.13 exports lazily negated views (and, through its C exchange
-    # API, conjugated ones) as if their memory held their values.
-    for check, fix in (("is_conj", "resolve_conj"), ("is_neg", "resolve_neg")):
-        probe = getattr(x, check, None)
-        if probe is not None and probe():
-            kind = "conjugate" if check == "is_conj" else "negative"
-            raise BufferError(
-                f"this torch tensor is a lazy {kind} view; its memory does not hold its "
-                f"values. Call .{fix}() first (it makes a copy)"
-            )
 
 
 def _to_device(spec: Any) -> device:
@@ -271,14 +259,23 @@ def _exchange_export_values(t: Any) -> tuple[Any, ...]:
 def _exchange_dltensor_values(t: Any) -> tuple[Any, ...]:
     if not isinstance(t, Tensor):
         raise TypeError(f"expected a bridge.Tensor, got {type(t).__name__}")
+    if t._storage._readonly:
+        raise BufferError(
+            "a read-only tensor cannot be lent as a bare DLTensor, which has no READ_ONLY flag; "
+            "use managed_tensor_from_py_object_no_sync (or __dlpack__) instead"
+        )
     import struct
 
     try:
-        meta = t._dlmeta
+        metas = t._dlmeta
     except AttributeError:
-        meta = None
+        metas = t._dlmeta = {}
+    key = (t._shape, t._strides)
+    meta = metas.get(key)
     if meta is None:
-        meta = t._dlmeta = struct.pack(f"={2 * t.ndim}q", *t._shape, *t._strides)
+        # The consumer keeps raw pointers into these bytes for as long as the
+        # tensor lives, whatever set_() does to it later: never drop one.
+        meta = metas[key] = struct.pack(f"={2 * t.ndim}q", *t._shape, *t._strides)
     vals = _export_values(t, 0)
     return (vals[1], vals[2], vals[3], vals[4], vals[5], meta)
 

@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -40,16 +41,16 @@ from typing import Any
 
 import numpy as np
 
+from bridge import _dtypes
+
 __all__ = ["Cell", "run_matrix", "plan", "consumers", "bridge_at_fault", "main", "PEERS",
            "LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS"]  # fmt: skip
 
 LAYOUTS = (
     "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "0-d", "zero-size",
 )  # fmt: skip
-DTYPES = (
-    "bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "bfloat16",
-    "float32", "float64", "complex64",
-)  # fmt: skip
+# Every bridge dtype can be asked for with --dtype.
+DTYPES = tuple(d.name for d in _dtypes.all_dtypes())
 # The default grid: one dtype of each kind the protocols treat differently.
 DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "complex64")
 PROTOCOLS = ("dlpack", "array-interface", "buffer", "arrow", "cuda-array-interface")
@@ -104,11 +105,7 @@ def available(peer: str) -> bool:
 
 
 def _np_dtype(name: str) -> Any:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return _dtypes.get_dtype(name).numpy_dtype  # bfloat16/float8/6/4 through ml_dtypes
 
 
 def reference(dtype: str, layout: str) -> np.ndarray[Any, Any]:
@@ -594,14 +591,23 @@ def _run_group(todo: list[Cell], progress: Callable[[Cell], None] | None) -> lis
     return done
 
 
+_WORKER = "import sys, bridge.matrix as m, json; m._worker(json.loads(sys.stdin.read()))"
+
+
 def _run_worker(
-    cells: list[Cell], progress: Callable[[Cell], None] | None
+    cells: list[Cell], progress: Callable[[Cell], None] | None, code: str = _WORKER
 ) -> tuple[list[Cell], tuple[bool, str] | None]:
+    """Run ``cells`` in one child process (``python -c code``, reading the cells
+    as JSON on stdin); returns the finished cells and, when the child died
+    before the end, whether the producer had made its object and why."""
     payload = json.dumps([dataclasses.asdict(c) for c in cells])
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+    # stderr goes to a file, not a pipe: a child that writes more than a pipe
+    # holds to stderr while this reads its stdout would otherwise block both.
+    errfile = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, bridge.matrix as m, json; m._worker(json.loads(sys.stdin.read()))"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errfile, text=True, env=env,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(payload)
@@ -622,8 +628,10 @@ def _run_worker(
             finished.append(cell)
             if progress:
                 progress(cell)
-    err = proc.stderr.read() if proc.stderr else ""
     rc = proc.wait()
+    with errfile:
+        errfile.seek(0)
+        err = errfile.read()
     if len(finished) == len(cells):
         return finished, None
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
@@ -712,16 +720,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the cells as JSON on stdout")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown report")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--list", action="store_true",
+                    help="list the valid peer, protocol and dtype names, and which peers are installed")  # fmt: skip
     args = ap.parse_args(argv)
-
-    producers = [p for p in (_split(args.producer) or PEERS) if available(p)]
-    wanted_consumers = set(_split(args.consumer) or PEERS)
+    if args.list:
+        print(names_listing())
+        return 0
+    chosen = {}
+    for option, valid in (("producer", PEERS), ("consumer", PEERS), ("protocol", PROTOCOLS),
+                          ("dtype", DTYPES)):  # fmt: skip
+        names = _split(getattr(args, option))
+        unknown = [n for n in names or () if n not in valid]
+        if unknown:
+            ap.error(f"unknown {option} {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+        chosen[option] = names
+    producers = [p for p in (chosen["producer"] or PEERS) if available(p)]
+    wanted_consumers = set(chosen["consumer"] or PEERS)
     cons = [c for c in consumers() if c.peer in wanted_consumers]
-    dtypes = _split(args.dtype) or list(DEFAULT_DTYPES)
-    for d in dtypes:
-        if d not in DTYPES:
-            ap.error(f"unknown dtype {d!r}")
-    cells = plan(producers, cons, dtypes, _split(args.protocol))
+    dtypes = chosen["dtype"] or list(DEFAULT_DTYPES)
+    cells = plan(producers, cons, dtypes, chosen["protocol"])
     results = _run_with_progress(cells, quiet=args.no_progress or args.json or args.markdown)
     if args.json:
         json.dump([dataclasses.asdict(c) | {"case": c.case} for c in results], sys.stdout, indent=1)
@@ -734,6 +751,15 @@ def main(argv: list[str] | None = None) -> int:
     if own and not (args.json or args.markdown):
         print(f"{len(own)} cells are bridge's own failures", file=sys.stderr)
     return 1 if own else 0
+
+
+def names_listing() -> str:
+    """The names the matrix options take (``--list``)."""
+    peers = ", ".join(f"{p}{'' if available(p) else ' (not installed)'}" for p in PEERS)
+    return (f"peers (--producer, --consumer): {peers}\n"
+            f"protocols (--protocol): {', '.join(PROTOCOLS)}\n"
+            f"dtypes (--dtype): {', '.join(DTYPES)}\n"
+            f"default dtypes: {', '.join(DEFAULT_DTYPES)}")  # fmt: skip
 
 
 def bridge_at_fault(cell: Cell) -> bool:

@@ -75,6 +75,46 @@ void bridge_aligned_free(void *ptr) {
   if (ptr != NULL) free(((void **)ptr)[-1]);
 }
 
+/* The owner of a block bridge allocated: a capsule whose destructor frees
+ * it. Destructors run with the GIL held and free() never releases it, so the
+ * last reference may be dropped anywhere, also by a daemon thread while the
+ * interpreter finalises (a cffi ffi.gc callback releases and re-takes the
+ * GIL there, which kills such a thread mid-release). */
+static const char NAME_MEMORY[] = "bridge.memory";
+
+static void memory_destructor(PyObject *cap) {
+  void *p = PyCapsule_GetPointer(cap, NAME_MEMORY);
+  if (p == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  bridge_aligned_free(p);
+}
+
+/* alloc(nbytes, zeroed) -> (owner capsule, address) */
+static PyObject *py_alloc(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "alloc(nbytes, zeroed)");
+    return NULL;
+  }
+  Py_ssize_t nbytes = PyLong_AsSsize_t(args[0]);
+  int zeroed = PyObject_IsTrue(args[1]);
+  if ((nbytes == -1 && PyErr_Occurred()) || zeroed < 0) return NULL;
+  if (nbytes < 0) {
+    PyErr_Format(PyExc_ValueError, "cannot allocate %zd bytes", nbytes);
+    return NULL;
+  }
+  void *p = bridge_aligned_alloc((size_t)nbytes, zeroed);
+  if (p == NULL) return PyErr_Format(PyExc_MemoryError, "cannot allocate %zd bytes", nbytes);
+  PyObject *cap = PyCapsule_New(p, NAME_MEMORY, memory_destructor);
+  if (cap == NULL) {
+    bridge_aligned_free(p);
+    return NULL;
+  }
+  return Py_BuildValue("(NK)", cap, (unsigned long long)(uintptr_t)p);
+}
+
 /* ---------------------------------------------------------------- counters */
 
 static uint64_t n_exports, n_export_deleters, n_imports, n_import_releases, n_test_deleters;
@@ -104,6 +144,52 @@ void bridge_stats(uint64_t *out) {
 #define RESTORE_ERROR PyErr_Restore(se_t_, se_v_, se_tb_)
 #endif
 
+#if PY_VERSION_HEX >= 0x030D0000
+#define BRIDGE_FINALIZING() Py_IsFinalizing()
+#else
+#define BRIDGE_FINALIZING() _Py_IsFinalizing()
+#endif
+
+/* Entering Python from a foreign callback (a deleter, an Arrow release or
+ * stream callback), which may run on any thread. py_enter returns 0 when
+ * Python must not be touched: before initialisation, after shutdown, or
+ * while it finalises on a thread that does not hold the GIL (taking it then
+ * ends the thread inside the callback). Otherwise it returns 1 with the GIL
+ * held and any pending error put aside; py_leave restores both. */
+typedef struct {
+  int held;
+  PyGILState_STATE gil;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc;
+#else
+  PyObject *type, *value, *tb;
+#endif
+} py_entry;
+
+static int py_enter(py_entry *e) {
+  if (!Py_IsInitialized()) return 0;
+  e->held = PyGILState_Check();
+  if (!e->held) {
+    if (BRIDGE_FINALIZING()) return 0;
+    e->gil = PyGILState_Ensure();
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  e->exc = PyErr_GetRaisedException();
+#else
+  PyErr_Fetch(&e->type, &e->value, &e->tb);
+#endif
+  return 1;
+}
+
+static void py_leave(py_entry *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(e->exc);
+#else
+  PyErr_Restore(e->type, e->value, e->tb);
+#endif
+  if (!e->held) PyGILState_Release(e->gil);
+}
+
 static PyObject *PyErr_GetRaisedException_compat(void) {
 #if PY_VERSION_HEX >= 0x030C0000
   return PyErr_GetRaisedException();
@@ -117,21 +203,27 @@ static PyObject *PyErr_GetRaisedException_compat(void) {
 #endif
 }
 
+/* Raise `exc` again (steals the reference). */
+static void PyErr_SetRaisedException_compat(PyObject *exc) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
+  PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
 /* ---------------------------------------------------------------- deleters */
 
 /* Our exports: one malloc block (struct + shape + strides) whose manager_ctx
  * is a strong reference to the storage owner. After interpreter shutdown the
  * reference cannot be dropped safely, so the block is leaked on purpose. */
 static void release_export(void *block, void *ctx) {
-  if (!Py_IsInitialized()) return;
-  int held = PyGILState_Check(); /* consumers usually release with the GIL held */
-  PyGILState_STATE gil = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
-  SAVE_ERROR;
+  py_entry e;
+  if (!py_enter(&e)) return;
   Py_XDECREF((PyObject *)ctx);
   free(block);
   BUMP(n_export_deleters);
-  RESTORE_ERROR;
-  if (!held) PyGILState_Release(gil);
+  py_leave(&e);
 }
 
 static void export_deleter(DLManagedTensor *self) {
@@ -380,6 +472,9 @@ static int parse_managed(PyObject *guard, void *p, int versioned, parsed_t *out)
     t = &m->dl_tensor;
   } else {
     t = &((DLManagedTensor *)p)->dl_tensor;
+    /* A legacy tensor cannot say whether its memory may be written (jax's is
+     * immutable on its side): import it read-only, as NumPy does. */
+    flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   }
   int32_t ndim = t->ndim;
   if (ndim < 0 || ndim > BRIDGE_MAX_NDIM) {
@@ -451,7 +546,8 @@ static int parse_managed(PyObject *guard, void *p, int versioned, parsed_t *out)
     PyTuple_SET_ITEM(shape, i, s1);
     PyTuple_SET_ITEM(strides, i, s2);
   }
-  uintptr_t base = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  uintptr_t base;
+  if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base)) goto overflow;
   uintptr_t start = base;
   int64_t nbytes = 0, offset = 0;
   if (!empty) {
@@ -459,10 +555,16 @@ static int parse_managed(PyObject *guard, void *p, int versioned, parsed_t *out)
       PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
       goto fail;
     }
-    int64_t extent, lo_bytes;
-    if (__builtin_mul_overflow(hi - lo + 1, itemsize, &extent)) goto overflow;
-    if (__builtin_mul_overflow(-lo, itemsize, &lo_bytes)) goto overflow;
+    int64_t span, count, extent, lo_bytes, end;
+    if (__builtin_sub_overflow(hi, lo, &span) || __builtin_add_overflow(span, 1, &count) ||
+        __builtin_mul_overflow(count, itemsize, &extent) ||
+        __builtin_mul_overflow(-lo, itemsize, &lo_bytes))
+      goto overflow;
     if ((uintptr_t)lo_bytes > base) goto overflow;
+    /* the last byte must be addressable too */
+    if (__builtin_sub_overflow(extent, lo_bytes, &end) ||
+        (uint64_t)end > UINTPTR_MAX - (uint64_t)base)
+      goto overflow;
     start = base - (uintptr_t)lo_bytes;
     nbytes = extent;
     offset = -lo;
@@ -572,18 +674,6 @@ static PyObject *py_import_capsule(PyObject *mod, PyObject *capsule) {
   return parsed_to_tuple(&p);
 }
 
-/* import_exchange(api_capsule, obj) -> the parsed tuple. */
-static PyObject *py_import_exchange(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "import_exchange() takes 2 arguments");
-    return NULL;
-  }
-  parsed_t p = {0};
-  if (consume_exchange(args[0], args[1], &p) < 0) return NULL;
-  return parsed_to_tuple(&p);
-}
-
 /* ------------------------------------------- direct object construction */
 
 /* Set by setup(): the core's classes, their slot descriptors, and lookups.
@@ -595,7 +685,7 @@ static PyObject *t_storage, *t_dtype, *t_shape, *t_strides, *t_offset;
 static PyObject *s_ptr, *s_nbytes, *s_device, *s_dldev, *s_owner, *s_np, *s_readonly,
     *s_resizable, *s_filename, *s_shared;
 static PyObject *d_itemsize, *d_dlpack;
-static PyObject *str_dlpack, *str_max_version, *str_api, *str_is_conj, *str_is_neg,
+static PyObject *str_dlpack, *str_max_version, *str_api, *str_is_conj, *str_is_neg, *str_requires_grad,
     *kw_max_version, *max_version_value,
     *cpu_dldev;
 static PyObject *dtype_table[32][129]; /* borrowed from dtype_map, by (code, bits) */
@@ -632,6 +722,39 @@ static inline PyObject *borrow_slot(PyObject *descr, PyObject *obj) {
   return v;
 }
 
+/* The byte range [lo, hi) that a view of `shape`/`strides` (element counts)
+ * starting `offset` elements into its storage reaches, relative to the
+ * storage's first byte; an empty view reaches nothing (lo = hi = 0). Every
+ * product and sum is overflow-checked: -1 with BufferError when one does
+ * not fit in int64. */
+static int view_byte_extent(PyObject *shape, PyObject *strides, long long offset,
+                            long long itemsize, int64_t *lo_out, int64_t *hi_out) {
+  Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+  int64_t lo = offset, hi = offset; /* in elements, inclusive */
+  *lo_out = *hi_out = 0;
+  for (Py_ssize_t i = 0; i < nd; i++) {
+    long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    long long stride = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    if (PyErr_Occurred()) goto overflow;
+    if (size == 0) return 0;
+    int64_t span;
+    if (__builtin_mul_overflow((int64_t)size - 1, (int64_t)stride, &span)) goto overflow;
+    if (span > 0 ? __builtin_add_overflow(hi, span, &hi) : __builtin_add_overflow(lo, span, &lo))
+      goto overflow;
+  }
+  int64_t hi_end;
+  if (__builtin_add_overflow(hi, 1, &hi_end) || __builtin_mul_overflow(lo, itemsize, lo_out) ||
+      __builtin_mul_overflow(hi_end, itemsize, hi_out))
+    goto overflow;
+  return 0;
+overflow:
+  PyErr_Clear();
+  PyErr_SetString(PyExc_BufferError,
+                  "the tensor's shape and strides overflow a 64-bit byte range; it cannot be "
+                  "exported");
+  return -1;
+}
+
 static int read_tensor(PyObject *self, tensor_view_t *v) {
   PyObject *storage = borrow_slot(t_storage, self), *dtype = borrow_slot(t_dtype, self);
   if (storage == NULL || dtype == NULL) return -1;
@@ -659,7 +782,24 @@ static int read_tensor(PyObject *self, tensor_view_t *v) {
   v->dev_id = PyLong_AsLong(PyTuple_GET_ITEM(dldev, 1));
   v->readonly = readonly == Py_True;
   v->data = v->storage_ptr + (uintptr_t)(v->offset * v->itemsize);
-  return PyErr_Occurred() ? -1 : 0;
+  if (PyErr_Occurred()) return -1;
+  /* A storage can shrink (resize_) under its views: never hand out a view
+   * that reaches past the bytes that exist now. */
+  PyObject *nbytes_obj = borrow_slot(s_nbytes, storage);
+  if (nbytes_obj == NULL) return -1;
+  long long nbytes = PyLong_AsLongLong(nbytes_obj);
+  int64_t lo, hi;
+  if (PyErr_Occurred() ||
+      view_byte_extent(v->shape, v->strides, v->offset, v->itemsize, &lo, &hi) < 0)
+    return -1;
+  if (lo < 0 || hi > nbytes) {
+    PyErr_Format(PyExc_BufferError,
+                 "the tensor views bytes [%lld, %lld) of a storage that now holds %lld bytes "
+                 "(the storage was resized after the view was made); it cannot be exported",
+                 (long long)lo, (long long)hi, nbytes);
+    return -1;
+  }
+  return 0;
 }
 
 /* A Storage and a Tensor for a parsed import (CPU or any device bridge has a
@@ -748,13 +888,29 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
   return rc < 0 ? NULL : api;
 }
 
-/* PyTorch's exchange API (2.13), like its __dlpack__ for the negative bit,
- * hands out lazily conjugated or negated views as if they were plain: the
- * consumer would read wrong values. Refuse them (torch's resolve_conj() /
- * resolve_neg() make a plain copy when the caller wants one). */
-static int refuse_lazy_torch_view(PyTypeObject *tp, PyObject *x) {
+/* torch tensors that torch's own __dlpack__ refuses must be refused on every
+ * path, the C exchange API included (which skips torch's Python checks):
+ * tensors that require grad, and lazily conjugated or negated views, whose
+ * memory does not hold their values (torch 2.13's __dlpack__ misses the
+ * negative bit). Sparse and quantized tensors make torch's exchange API fail,
+ * and the caller then asks torch's __dlpack__, which raises torch's error. */
+static int refuse_torch_export(PyTypeObject *tp, PyObject *x) {
   int is_torch = PySet_Contains(torch_types, (PyObject *)tp);
   if (is_torch <= 0) return is_torch;
+  PyObject *grad = PyObject_GetAttr(x, str_requires_grad);
+  if (grad == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+  } else {
+    int bit = PyObject_IsTrue(grad);
+    Py_DECREF(grad);
+    if (bit < 0) return -1;
+    if (bit) {
+      PyErr_SetString(PyExc_BufferError,
+                      "Can't export tensors that require gradient, use tensor.detach()");
+      return -1;
+    }
+  }
   PyObject *names[2] = {str_is_conj, str_is_neg};
   for (size_t i = 0; i < 2; i++) {
     PyObject *r = PyObject_CallMethodNoArgs(x, names[i]);
@@ -768,13 +924,54 @@ static int refuse_lazy_torch_view(PyTypeObject *tp, PyObject *x) {
     if (bit < 0) return -1;
     if (bit) {
       PyErr_Format(PyExc_BufferError,
-                   "this torch tensor is a lazy %s view; its memory does not hold its values. "
-                   "Call .%s() first (it makes a copy)",
-                   i == 0 ? "conjugate" : "negative", i == 0 ? "resolve_conj" : "resolve_neg");
+                   "Can't export tensors with the %s bit set: this torch tensor is a lazy %s "
+                   "view whose memory does not hold its values. Call .%s() first (a copy)",
+                   i == 0 ? "conjugate" : "negative", i == 0 ? "conjugate" : "negative",
+                   i == 0 ? "resolve_conj" : "resolve_neg");
       return -1;
     }
   }
   return 0;
+}
+
+/* check_torch_export(x): the same refusal for the Python import path. */
+static PyObject *py_check_torch_export(PyObject *mod, PyObject *x) {
+  (void)mod;
+  PyObject *api = exchange_api_of(Py_TYPE(x)); /* registers torch's types */
+  if (api == NULL) return NULL;
+  if (refuse_torch_export(Py_TYPE(x), x) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* A producer's exchange API failed: its C++ message may carry a backtrace.
+ * Replace the pending error by a BufferError holding its first line (the
+ * original chained as the cause). */
+static void exchange_error_to_buffer_error(void) {
+  PyObject *exc = PyErr_GetRaisedException_compat();
+  if (exc == NULL) {
+    PyErr_SetString(PyExc_BufferError, "the producer's DLPack exchange API failed");
+    return;
+  }
+  if (PyErr_GivenExceptionMatches(exc, PyExc_BufferError)) {
+    PyErr_SetRaisedException_compat(exc);
+    return;
+  }
+  PyObject *text = PyObject_Str(exc);
+  const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (msg == NULL) PyErr_Clear();
+  const char *nl = msg ? strchr(msg, '\n') : NULL;
+  PyObject *line = PyUnicode_FromStringAndSize(
+      msg ? msg : "", msg ? (Py_ssize_t)(nl ? nl - msg : (ptrdiff_t)strlen(msg)) : 0);
+  Py_XDECREF(text);
+  if (line == NULL) {
+    Py_DECREF(exc);
+    return;
+  }
+  PyErr_Format(PyExc_BufferError, "the producer's DLPack exchange API failed: %U", line);
+  Py_DECREF(line);
+  PyObject *mine = PyErr_GetRaisedException_compat();
+  PyException_SetCause(mine, exc); /* steals exc */
+  PyErr_SetRaisedException_compat(mine);
 }
 
 /* fast_from_dlpack(x): bridge.from_dlpack(x) with no device/copy options.
@@ -791,9 +988,26 @@ static PyObject *py_fast_from_dlpack(PyObject *mod, PyObject *x) {
   PyObject *api = exchange_api_of(tp);
   if (api == NULL) return NULL;
   if (api != Py_None) {
-    if (refuse_lazy_torch_view(tp, x) < 0) return NULL;
-    if (consume_exchange(api, x, &p) < 0) return NULL;
-    return parsed_to_tensor(&p);
+    if (refuse_torch_export(tp, x) < 0) return NULL;
+    if (consume_exchange(api, x, &p) == 0) return parsed_to_tensor(&p);
+    /* The exchange API only speeds up what __dlpack__ does: when it fails,
+     * ask __dlpack__, which applies the producer's own rules and raises its
+     * own error (torch: sparse, quantized). Without one, report the C
+     * API's failure as a one-line BufferError. */
+    PyObject *exc = PyErr_GetRaisedException_compat();
+    PyObject *method = PyObject_GetAttr(x, str_dlpack);
+    if (method == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        Py_XDECREF(exc);
+        return NULL;
+      }
+      PyErr_Clear();
+      if (exc != NULL) PyErr_SetRaisedException_compat(exc);
+      exchange_error_to_buffer_error();
+      return NULL;
+    }
+    Py_DECREF(method);
+    Py_XDECREF(exc);
   }
   PyObject *callargs[2] = {x, max_version_value};
   PyObject *cap = PyObject_VectorcallMethod(str_dlpack, callargs,
@@ -958,6 +1172,7 @@ static PyObject *py_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
       !(str_max_version = PyUnicode_InternFromString("max_version")) ||
       !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
       !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
+      !(str_requires_grad = PyUnicode_InternFromString("requires_grad")) ||
       !(kw_max_version = PyTuple_Pack(1, str_max_version)) ||
       !(max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) ||
       !(cpu_dldev = Py_BuildValue("(ii)", kDLCPU, 0)))
@@ -1181,8 +1396,10 @@ static PyObject *tensor_array_struct(PyObject *self, void *closure) {
   if (ai == NULL) return PyErr_NoMemory();
   Py_intptr_t *dims = (Py_intptr_t *)(ai + 1);
   for (Py_ssize_t i = 0; i < nd; i++) {
+    Py_ssize_t stride = PyLong_AsSsize_t(PyTuple_GET_ITEM(v.strides, i));
     dims[i] = (Py_intptr_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(v.shape, i));
-    dims[nd + i] = (Py_intptr_t)(PyLong_AsSsize_t(PyTuple_GET_ITEM(v.strides, i)) * v.itemsize);
+    if (!PyErr_Occurred() && __builtin_mul_overflow(stride, (Py_ssize_t)v.itemsize, &dims[nd + i]))
+      PyErr_Format(PyExc_BufferError, "stride %zd of dim %zd overflows in bytes", stride, i);
   }
   if (PyErr_Occurred()) {
     free(ai);
@@ -1319,7 +1536,8 @@ static PyObject *py_api_to_object(PyObject *mod, PyObject *const *args, Py_ssize
 }
 
 /* api_peek(api, obj) -> (data, device_type, device_id, ndim, code, bits, lanes,
- *                        shape, strides or None, byte_offset) */
+ *                        shape, strides or None, byte_offset, shape address,
+ *                        strides address) */
 static PyObject *py_api_peek(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
   if (nargs != 2) {
@@ -1344,10 +1562,11 @@ static PyObject *py_api_peek(PyObject *mod, PyObject *const *args, Py_ssize_t na
     PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t.shape[i]));
     if (t.strides) PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t.strides[i]));
   }
-  return Py_BuildValue("(KiiiiiiNNK)", (unsigned long long)(uintptr_t)t.data,
+  return Py_BuildValue("(KiiiiiiNNKKK)", (unsigned long long)(uintptr_t)t.data,
                        (int)t.device.device_type, (int)t.device.device_id, (int)t.ndim,
                        (int)t.dtype.code, (int)t.dtype.bits, (int)t.dtype.lanes, shape, strides,
-                       (unsigned long long)t.byte_offset);
+                       (unsigned long long)t.byte_offset, (unsigned long long)(uintptr_t)t.shape,
+                       (unsigned long long)(uintptr_t)t.strides);
 fail:
   Py_XDECREF(shape);
   Py_XDECREF(strides);
@@ -1452,6 +1671,12 @@ static const char NAME_ARROW_DEVICE_ARRAY[] = "arrow_device_array";
 static const char NAME_ARROW_STREAM[] = "arrow_array_stream";
 static const char NAME_ARROW_GUARD[] = "bridge.arrow_import";
 #define ARROW_MAX_DEPTH 64
+#define ARROW_MAX_BUFFERS 3 /* validity, offsets/data, data: no layout bridge reads has more */
+#define ARROW_MAX_CHILDREN 65536
+/* The metadata block carries no size: absurd counts and lengths are refused
+ * before anything past them is read. */
+#define ARROW_MAX_METADATA_PAIRS 4096
+#define ARROW_MAX_METADATA_LENGTH (1 << 28)
 #define ARROW_CPU_DEVICE 1
 
 /* ---- export: schemas. spec = (format: bytes, name: bytes|None,
@@ -1550,19 +1775,11 @@ static void array_release(struct ArrowArray *a) {
     if (c->release != NULL) c->release(c);
   }
   array_private *p = (array_private *)a->private_data;
-  /* After interpreter shutdown the reference cannot be dropped: leak it. */
-  if (p->owner != NULL && Py_IsInitialized()) {
-    if (PyGILState_Check()) { /* the common case: released from Python code */
-      SAVE_ERROR;
-      Py_DECREF(p->owner);
-      RESTORE_ERROR;
-    } else {
-      PyGILState_STATE gil = PyGILState_Ensure();
-      SAVE_ERROR;
-      Py_DECREF(p->owner);
-      RESTORE_ERROR;
-      PyGILState_Release(gil);
-    }
+  /* When Python cannot be entered the reference cannot be dropped: leak it. */
+  py_entry e;
+  if (p->owner != NULL && py_enter(&e)) {
+    Py_DECREF(p->owner);
+    py_leave(&e);
   }
   free(p);
   a->release = NULL;
@@ -1748,29 +1965,30 @@ static void stream_set_error(stream_private *p) {
 }
 
 static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
-  if (st == NULL || st->release == NULL || !Py_IsInitialized()) return EINVAL;
+  py_entry e;
+  if (st == NULL || st->release == NULL || !py_enter(&e)) return EINVAL;
   stream_private *p = (stream_private *)st->private_data;
-  PyGILState_STATE gil = PyGILState_Ensure();
   int rc = schema_fill(out, p->schema_spec, 0) < 0 ? ENOMEM : 0;
   if (rc) stream_set_error(p);
-  PyGILState_Release(gil);
+  py_leave(&e);
   return rc;
 }
 
 static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
-  if (st == NULL || st->release == NULL || !Py_IsInitialized()) return EINVAL;
+  if (st == NULL || st->release == NULL) return EINVAL;
   stream_private *p = (stream_private *)st->private_data;
   if (p->done) {
     memset(out, 0, sizeof *out); /* release == NULL: end of stream */
     return 0;
   }
-  PyGILState_STATE gil = PyGILState_Ensure();
+  py_entry e;
+  if (!py_enter(&e)) return EINVAL;
   int rc = array_fill(out, p->owner, p->array_spec, 0) < 0 ? ENOMEM : 0;
   if (rc)
     stream_set_error(p);
   else
     p->done = 1;
-  PyGILState_Release(gil);
+  py_leave(&e);
   return rc;
 }
 
@@ -1782,14 +2000,12 @@ static const char *stream_get_last_error(struct ArrowArrayStream *st) {
 static void stream_release(struct ArrowArrayStream *st) {
   if (st == NULL || st->release == NULL) return;
   stream_private *p = (stream_private *)st->private_data;
-  if (Py_IsInitialized()) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    SAVE_ERROR;
+  py_entry e;
+  if (py_enter(&e)) {
     Py_XDECREF(p->owner);
     Py_XDECREF(p->schema_spec);
     Py_XDECREF(p->array_spec);
-    RESTORE_ERROR;
-    PyGILState_Release(gil);
+    py_leave(&e);
   }
   free(p);
   st->release = NULL;
@@ -1877,23 +2093,37 @@ static PyObject *describe_schema(const struct ArrowSchema *s, int depth) {
                  (long long)s->n_children, (void *)s->children);
     return NULL;
   }
+  if (s->n_children > ARROW_MAX_CHILDREN) {
+    PyErr_Format(PyExc_ValueError, "Arrow schema has %lld children (bridge reads at most %d)",
+                 (long long)s->n_children, ARROW_MAX_CHILDREN);
+    return NULL;
+  }
   PyObject *meta = Py_NewRef(Py_None);
   if (s->metadata != NULL) {
-    /* int32 count, then (int32 length + bytes) per key and per value */
+    /* int32 count, then (int32 length + bytes) per key and per value; the
+     * block carries no size, so counts and lengths are bounded and summed
+     * with overflow checks before anything past them is read. */
     int32_t n;
     memcpy(&n, s->metadata, 4);
-    const char *q = s->metadata + 4;
-    for (int32_t i = 0; i < 2 * n && n >= 0; i++) {
+    if (n < 0 || n > ARROW_MAX_METADATA_PAIRS) {
+      Py_DECREF(meta);
+      PyErr_Format(PyExc_ValueError, "Arrow schema metadata has an invalid pair count %d", (int)n);
+      return NULL;
+    }
+    size_t used = 4;
+    for (int32_t i = 0; i < 2 * n; i++) {
       int32_t len;
-      memcpy(&len, q, 4);
-      if (len < 0) {
+      memcpy(&len, s->metadata + used, 4);
+      if (len < 0 || len > ARROW_MAX_METADATA_LENGTH ||
+          __builtin_add_overflow(used, (size_t)4 + (size_t)len, &used) ||
+          used > (size_t)PY_SSIZE_T_MAX) {
         Py_DECREF(meta);
-        PyErr_SetString(PyExc_ValueError, "Arrow schema metadata has a negative length");
+        PyErr_Format(PyExc_ValueError, "Arrow schema metadata has an invalid length %d",
+                     (int)len);
         return NULL;
       }
-      q += 4 + len;
     }
-    Py_SETREF(meta, PyBytes_FromStringAndSize(s->metadata, q - s->metadata));
+    Py_SETREF(meta, PyBytes_FromStringAndSize(s->metadata, (Py_ssize_t)used));
     if (meta == NULL) return NULL;
   }
   PyObject *children = PyTuple_New(s->n_children);
@@ -1911,7 +2141,23 @@ static PyObject *describe_schema(const struct ArrowSchema *s, int depth) {
     }
     PyTuple_SET_ITEM(children, i, c);
   }
-  return Py_BuildValue("(szNLNO)", s->format, s->name, meta, (long long)s->flags, children,
+  PyObject *format = PyUnicode_DecodeUTF8(s->format, (Py_ssize_t)strlen(s->format), "strict");
+  if (format == NULL) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "Arrow schema format string is not valid UTF-8");
+    Py_DECREF(meta);
+    Py_DECREF(children);
+    return NULL;
+  }
+  PyObject *name = s->name ? PyUnicode_DecodeUTF8(s->name, (Py_ssize_t)strlen(s->name), "replace")
+                           : Py_NewRef(Py_None);
+  if (name == NULL) {
+    Py_DECREF(format);
+    Py_DECREF(meta);
+    Py_DECREF(children);
+    return NULL;
+  }
+  return Py_BuildValue("(NNNLNO)", format, name, meta, (long long)s->flags, children,
                        s->dictionary ? Py_True : Py_False);
 }
 
@@ -1931,6 +2177,14 @@ static PyObject *describe_array(const struct ArrowArray *a, int depth) {
                  "Arrow array has n_buffers %lld (buffers %p) and n_children %lld (children %p)",
                  (long long)a->n_buffers, (void *)a->buffers, (long long)a->n_children,
                  (void *)a->children);
+    return NULL;
+  }
+  if (a->n_buffers > ARROW_MAX_BUFFERS || a->n_children > ARROW_MAX_CHILDREN) {
+    PyErr_Format(PyExc_ValueError,
+                 "Arrow array has %lld buffers and %lld children (the layouts bridge reads have "
+                 "at most %d buffers and %d children)",
+                 (long long)a->n_buffers, (long long)a->n_children, ARROW_MAX_BUFFERS,
+                 ARROW_MAX_CHILDREN);
     return NULL;
   }
   PyObject *bufs = PyTuple_New(a->n_buffers);
@@ -2076,7 +2330,12 @@ static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
   }
   result = Py_BuildValue("(OOO)", sguard, sd, batches);
 done:
-  if (st.release != NULL) st.release(&st);
+  if (st.release != NULL) {
+    /* The producer's release may run Python code: keep our error intact. */
+    SAVE_ERROR;
+    st.release(&st);
+    RESTORE_ERROR;
+  }
   Py_XDECREF(sguard);
   Py_XDECREF(sd);
   Py_XDECREF(batches);
@@ -2155,16 +2414,13 @@ static void fast_array_release(struct ArrowArray *a) {
   if (a == NULL || a->release == NULL) return;
   fast_block *b = (fast_block *)a->private_data;
   a->release = NULL;
-  if (!Py_IsInitialized()) return; /* after shutdown: leak rather than touch Python */
-  int held = PyGILState_Check();
-  PyGILState_STATE gil = held ? PyGILState_UNLOCKED : PyGILState_Ensure();
-  SAVE_ERROR;
+  py_entry e;
+  if (!py_enter(&e)) return; /* Python cannot be entered: leak rather than touch it */
   Py_CLEAR(b->owner);
   b->released = 1;
-  RESTORE_ERROR;
   BUMP(n_arrow_releases);
   fast_block_maybe_free(b);
-  if (!held) PyGILState_Release(gil);
+  py_leave(&e);
 }
 
 static void fast_array_capsule_destructor(PyObject *cap) {
@@ -2388,15 +2644,16 @@ static PyObject *py_setup_arrow(PyObject *mod, PyObject *fallback) {
 }
 
 static PyMethodDef fast_methods[] = {
+    {"alloc", (PyCFunction)(void (*)(void))py_alloc, METH_FASTCALL, NULL},
     {"export", (PyCFunction)(void (*)(void))py_export, METH_FASTCALL, NULL},
     {"import_capsule", (PyCFunction)py_import_capsule, METH_O, NULL},
-    {"import_exchange", (PyCFunction)(void (*)(void))py_import_exchange, METH_FASTCALL, NULL},
     {"set_callbacks", (PyCFunction)(void (*)(void))py_set_callbacks, METH_FASTCALL, NULL},
     {"setup", (PyCFunction)(void (*)(void))py_setup, METH_FASTCALL, NULL},
     {"set_dlpack_fallbacks", (PyCFunction)(void (*)(void))py_set_dlpack_fallbacks, METH_FASTCALL,
      NULL},
     {"setup_numpy", (PyCFunction)(void (*)(void))py_setup_numpy, METH_FASTCALL, NULL},
     {"fast_from_dlpack", (PyCFunction)py_fast_from_dlpack, METH_O, NULL},
+    {"check_torch_export", (PyCFunction)py_check_torch_export, METH_O, NULL},
     {"api_to_object", (PyCFunction)(void (*)(void))py_api_to_object, METH_FASTCALL, NULL},
     {"api_peek", (PyCFunction)(void (*)(void))py_api_peek, METH_FASTCALL, NULL},
     {"api_alloc", (PyCFunction)(void (*)(void))py_api_alloc, METH_FASTCALL, NULL},

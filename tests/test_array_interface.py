@@ -389,3 +389,37 @@ def test_numpy_views_outlive_resize_and_set():
     gc.collect()
     for arr in (a, b):
         assert arr[999] == 999.0 and arr.sum() == sum(range(1000))
+
+
+# ------------------------------------------------------------ issue 9
+
+
+def _shrunk():
+    t = bridge.arange(1000)
+    t.untyped_storage().resize_(8)
+    return t
+
+
+@pytest.mark.parametrize(
+    "export",
+    [
+        lambda t: np.asarray(t),
+        lambda t: t.__array_struct__,
+        lambda t: t.__array_interface__,
+        lambda t: t.memoryview(),
+        lambda t: t.numpy(),
+        lambda t: np.array(t, copy=True),
+    ],
+    ids=["asarray", "array-struct", "array-interface", "memoryview", "numpy", "array-copy"],
+)
+def test_views_past_a_shrunk_storage_are_not_exported(export):
+    t = _shrunk()
+    with pytest.raises(BufferError, match=r"views bytes \[0, 8000\) of a storage that now holds 8"):
+        export(t)
+
+
+def test_array_struct_refuses_byte_strides_that_overflow():
+    t = bridge.arange(4).as_strided((1,), (2**62,))  # a size-1 dim may have any stride
+    assert t.tolist() == [0]
+    with pytest.raises(BufferError, match="overflow"):
+        _ = t.__array_struct__

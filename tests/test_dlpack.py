@@ -132,10 +132,19 @@ def test_dl_device_and_stream_rules():
         t.__dlpack__(max_version=(1, 3), dl_device=(2, 0))
     with pytest.raises(BufferError, match="device"):
         t.__dlpack__(max_version=(1, 3), dl_device=(2, 0), copy=False)
-    with pytest.raises(BufferError, match="stream must be None"):
-        t.__dlpack__(stream=1)
-    with pytest.raises(BufferError, match="stream must be None"):
-        t.__dlpack__(stream=0)
+    # host memory has no streams: None and -1 (no synchronisation) are fine; any
+    # other int is a ValueError and a non-int a TypeError (the spec keeps
+    # BufferError for data that cannot be exported)
+    for ok in (None, -1):
+        assert managed(t.__dlpack__(max_version=(1, 3), stream=ok))[0] == "dltensor_versioned"
+    for bad in (1, 2, 0, 12345, 2**70):
+        with pytest.raises(ValueError, match="stream must be None or -1"):
+            t.__dlpack__(stream=bad)
+        with pytest.raises(ValueError, match="stream must be None or -1"):
+            t.__dlpack__(max_version=(1, 3), stream=bad)
+    for bad in ("1", 1.0, True, object()):
+        with pytest.raises(TypeError, match="stream must be an int or None"):
+            t.__dlpack__(stream=bad)
 
 
 def test_bad_keywords():
@@ -303,6 +312,12 @@ def test_consumed_twice():
 # ---------------------------------------------------- hand-made capsules
 
 
+# Every Handmade struct lives until the end of the session: bridge keeps a
+# consumed struct (and reads it, and calls its deleter) for as long as a view
+# of it lives, which a test's temporary Handmade(...) would not outlast.
+_KEEP_ALIVE: list[object] = []
+
+
 class Handmade:
     """A DLManagedTensor(Versioned) built with cffi whose deleter only counts."""
 
@@ -330,6 +345,7 @@ class Handmade:
         dl.strides = ffi.NULL if null_strides else self.strides
         dl.byte_offset = byte_offset
         self.versioned = versioned
+        _KEEP_ALIVE.append(self)
 
     def capsule(self, kind=None):
         addr = int(ffi.cast("uintptr_t", self.m))
@@ -402,6 +418,12 @@ def test_handmade_zero_size_with_null_data():
         ({"data": False}, "NULL data"),
         ({"shape": (2, -3)}, "negative size"),
         ({"shape": (2, 3), "strides": (2**62, 1)}, "overflow"),
+        # hi - lo + 1 elements is 2**63: the extent itself overflows int64
+        ({"shape": (2**62, 2), "strides": (2, 1), "bits": 8}, "overflow"),
+        ({"shape": (2**62, 2), "strides": (-2, -1), "bits": 8}, "overflow"),
+        ({"shape": (2**61, 4), "strides": (4, 1), "bits": 64}, "overflow"),
+        ({"shape": (2, 2), "byte_offset": 2**64 - 8}, "overflow"),
+        ({"versioned": False, "shape": (2**40, 2**40), "null_strides": True}, "overflow"),
     ],
 )
 def test_malformed_capsules_raise_buffer_error_and_release(kwargs, match):
@@ -514,3 +536,152 @@ def test_import_through_torch_exchange_api(torch):
     assert peek[0] == x.data_ptr()
     made = _capi.api_to_object(api, *bridge.dlpack._export_values(bridge.arange(3), 0))
     assert isinstance(made, torch.Tensor) and made.tolist() == [0, 1, 2]
+
+
+# ------------------------------------- views that outlive their bytes (issue 9)
+
+
+def _shrunk():
+    """A 1000-element view whose storage was shrunk to 8 bytes under it."""
+    t = bridge.arange(1000)
+    t.untyped_storage().resize_(8)
+    return t
+
+
+@pytest.mark.parametrize(
+    "export",
+    [
+        lambda t: t.__dlpack__(),
+        lambda t: t.__dlpack__(max_version=(1, 3)),
+        lambda t: t.__dlpack__(max_version=(1, 3), copy=True),
+        lambda t: t.__dlpack__(max_version=(1, 3), dl_device=(1, 0)),
+        lambda t: np.from_dlpack(t),
+        lambda t: _capi.api_peek(bridge.Tensor.__dlpack_c_exchange_api__, t),
+        lambda t: _capi.api_to_object(bridge.Tensor.__dlpack_c_exchange_api__,
+                                      *bridge.dlpack._export_values(t, 0)),
+        lambda t: t[500:].__dlpack__(max_version=(1, 3)),
+        lambda t: t.view(2, 500).t().__dlpack__(max_version=(1, 3)),
+    ],
+    ids=["legacy", "versioned", "copy", "dl_device", "numpy", "exchange-peek", "exchange-export",
+         "slice", "transposed"],
+)
+def test_views_past_a_shrunk_storage_are_not_exported(export):
+    t = _shrunk()
+    before = counts()
+    with pytest.raises(BufferError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
+        export(t)
+    after = counts()
+    assert after["exports"] == before["exports"]
+
+
+def test_views_inside_a_shrunk_storage_still_export():
+    t = _shrunk()
+    head = t[:1]  # its one element lies in the 8 bytes that are left
+    assert np.from_dlpack(head).tolist() == [0]
+    empty = t[5:5]  # reaches nothing
+    assert bridge.from_dlpack(empty.__dlpack__(max_version=(1, 3))).shape == (0,)
+
+
+def test_torch_cannot_take_a_view_past_a_shrunk_storage(torch):
+    t = _shrunk()
+    with pytest.raises(BufferError, match="storage that now holds 8"):
+        torch.from_dlpack(t)  # through bridge's C exchange API
+
+
+# ------------------------------------------------ legacy capsules (issue 9)
+
+
+def test_legacy_capsules_are_imported_read_only():
+    # A legacy capsule cannot say whether its memory may be written: read-only,
+    # as NumPy does. A versioned capsule without READ_ONLY stays writable.
+    assert bridge.from_dlpack(Handmade(versioned=False).capsule()).is_readonly
+    assert not bridge.from_dlpack(Handmade(versioned=True).capsule()).is_readonly
+    a = np.arange(4.0)
+    legacy = bridge.from_dlpack(a.__dlpack__())
+    assert legacy.is_readonly and legacy.data_ptr() == a.ctypes.data
+    with pytest.raises(ValueError, match="read-only"):
+        legacy[0] = 1.0
+    assert not np.asarray(legacy).flags.writeable  # and stays read-only on the way out
+    assert managed(legacy.__dlpack__(max_version=(1, 3)))[1].flags & FLAG_READ_ONLY
+    # how to get writable memory: ask for a copy
+    w = bridge.from_dlpack(bridge.from_dlpack(a.__dlpack__()), copy=True)
+    assert not w.is_readonly and w.data_ptr() != a.ctypes.data
+    assert not bridge.from_dlpack(a).is_readonly  # versioned (max_version): writable
+
+
+# ---------------------------------------------------- copy=True (issue 9)
+
+
+def test_copy_true_copies_when_the_producer_ignores_copy():
+    a = np.arange(6.0)
+    # accepts copy= but ignores it: hands out its memory without IS_COPIED
+    lazy = Producer(lambda **kw: a.__dlpack__(max_version=(1, 3)))
+    out = bridge.from_dlpack(lazy, copy=True)
+    assert out.data_ptr() != a.ctypes.data and not out.is_readonly
+    out[0] = 100.0
+    assert a[0] == 0.0
+    # an honest producer's copy (IS_COPIED) is taken as it is: no second copy
+    honest = Producer(lambda **kw: a.__dlpack__(**kw))
+    made = bridge.from_dlpack(honest, copy=True)
+    assert made.data_ptr() != a.ctypes.data
+    # a legacy capsule cannot carry IS_COPIED: bridge copies
+    legacy = Producer(lambda **kw: a.__dlpack__())
+    assert bridge.from_dlpack(legacy, copy=True).data_ptr() != a.ctypes.data
+
+
+# ----------------------------------------- the C exchange API peek (issue 9)
+
+
+def test_exchange_peek_arrays_outlive_set_():
+    """dltensor_from_py_object_no_sync lends shape/strides pointers that a
+    consumer may hold as long as the tensor lives, whatever set_ does."""
+    api = bridge.Tensor.__dlpack_c_exchange_api__
+    t = bridge.arange(24, dtype=bridge.float32).reshape(2, 3, 4)
+    peek = _capi.api_peek(api, t)
+    shape_addr, strides_addr = peek[10], peek[11]
+    t.set_(bridge.arange(5, dtype=bridge.float32))  # another ndim, another storage
+    t.set_(bridge.zeros(7, 7))
+    for _ in range(3):
+        gc.collect()
+        junk = [bytes(64) for _ in range(1000)]  # reuse freed memory, if any was freed
+        del junk
+    assert list(ffi.cast("int64_t *", shape_addr)[0:3]) == [2, 3, 4]
+    assert list(ffi.cast("int64_t *", strides_addr)[0:3]) == [12, 4, 1]
+    again = _capi.api_peek(api, t)
+    assert again[7] == (7, 7) and again[10] != shape_addr
+
+
+def test_exchange_peek_refuses_read_only_tensors():
+    api = bridge.Tensor.__dlpack_c_exchange_api__
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    r = bridge.from_numpy(ro)
+    with pytest.raises(BufferError, match="read-only tensor cannot be lent as a bare DLTensor"):
+        _capi.api_peek(api, r)
+    # the managed path carries READ_ONLY, so it is allowed
+    back = _capi.api_to_object(api, *bridge.dlpack._export_values(r, 0))
+    assert back.is_readonly
+
+
+class _ExchangeOnly:
+    """Publishes bridge's exchange API but is no bridge tensor: the API fails."""
+
+    __dlpack_c_exchange_api__ = bridge.Tensor.__dlpack_c_exchange_api__
+
+
+class _ExchangeAndProtocol(_ExchangeOnly):
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+
+def test_exchange_api_failures():
+    # no __dlpack__ to fall back on: a one-line BufferError naming the failure
+    with pytest.raises(BufferError, match=r"exchange API failed: expected a bridge\.Tensor") as e:
+        bridge.from_dlpack(_ExchangeOnly())
+    assert "\n" not in str(e.value) and isinstance(e.value.__cause__, TypeError)
+    # with __dlpack__, the protocol decides (the exchange API only speeds it up)
+    a = np.arange(3.0)
+    assert bridge.from_dlpack(_ExchangeAndProtocol(a)).data_ptr() == a.ctypes.data

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 import pytest
-from lifetimes import DLPACK_KEYS, balanced, delta, frozen_heap, round_trips, snapshot
+from lifetimes import DLPACK_KEYS, RSS_BUDGET, balanced, delta, frozen_heap, round_trips, snapshot
 
 import bridge
 
@@ -282,6 +282,41 @@ def test_bridge_from_torch_lazy_views_are_refused(view, copy):
     assert bridge.from_dlpack(resolved).tolist() == x.tolist()
 
 
+def _torch_refusals(torch):
+    """torch tensors torch's own __dlpack__ refuses, with the message it raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated
+        quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+    return {
+        "requires_grad": (torch.ones(3, requires_grad=True),
+                          "Can't export tensors that require gradient, use tensor.detach()"),
+        "conj": (torch.tensor([1 + 2j]).conj(), "Can't export tensors with the conjugate bit set"),
+        "sparse": (torch.ones(3).to_sparse(),
+                   "Can't export tensors with layout other than torch.strided"),
+        "quantized": (quantized, "QUInt/QInt types are not supported by dlpack"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["requires_grad", "conj", "sparse", "quantized"])
+@pytest.mark.parametrize("path", ["exchange-api", "protocol"])
+def test_bridge_refuses_what_torch_refuses_to_export(torch, kind, path):
+    """bridge takes torch tensors through torch's C exchange API, which skips the
+    checks torch's __dlpack__ makes: bridge makes them, with torch's BufferError
+    and its one-line message, on both paths."""
+    x, message = _torch_refusals(torch)[kind]
+    with pytest.raises(BufferError) as e:
+        x.__dlpack__()
+    assert str(e.value) == message
+    before = snapshot()
+    with pytest.raises(BufferError) as e:
+        # device=/copy= take the protocol path; plain calls the exchange API
+        bridge.from_dlpack(x) if path == "exchange-api" else bridge.from_dlpack(x, copy=False)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert stats_delta(before)["imports"] == 0
+    if kind == "requires_grad":
+        assert bridge.from_dlpack(x.detach()).tolist() == [1.0, 1.0, 1.0]
+
+
 # ---------------------------------------------------------------- pyarrow
 
 
@@ -327,7 +362,7 @@ def test_bridge_from_sliced_pyarrow(offset, length):
         assert b.data_ptr() == base.buffers()[1].address + 4 * offset
 
 
-def test_bridge_from_pyarrow_legacy_capsule_loses_read_only():
+def test_bridge_from_pyarrow_legacy_capsule_is_read_only():
     pa = pytest.importorskip("pyarrow")
     arr = pa.array(np.arange(6, dtype=np.float64))
     with warnings.catch_warnings():
@@ -335,8 +370,9 @@ def test_bridge_from_pyarrow_legacy_capsule_loses_read_only():
         cap = arr.__dlpack__()
     assert peek(cap)["name"] == "dltensor"
     b = bridge.from_dlpack(cap)
-    # A legacy capsule has no flags: the consumer cannot know the memory is immutable.
-    assert not b.is_readonly
+    # A legacy capsule has no flags: bridge cannot know whether the memory may be
+    # written (Arrow's may not), so it imports it read-only, as NumPy does.
+    assert b.is_readonly
     assert b.data_ptr() == _arrow_values_address(arr) and b.tolist() == arr.to_pylist()
 
 
@@ -461,11 +497,13 @@ def test_bridge_from_jax_aliases():
     b = bridge.from_dlpack(ja)
     assert b.data_ptr() == ja.unsafe_buffer_pointer()
     assert b.tolist() == np.asarray(ja).tolist() and b.stride() == (3, 1)
-    # immutable jax memory arrives writable: the legacy capsule cannot say otherwise
-    assert not b.is_readonly
-    b[0, 0] = 42.0
-    assert float(ja[0, 0]) == 42.0
-    del ja
+    # jax memory is immutable and its legacy capsule cannot say so: read-only
+    assert b.is_readonly
+    with pytest.raises(ValueError, match="read-only"):
+        b[0, 0] = 42.0
+    w = bridge.from_dlpack(ja, copy=True)  # the writable way: a copy
+    assert not w.is_readonly and w.data_ptr() != b.data_ptr() and w.tolist() == b.tolist()
+    del ja, w
     gc.collect()
     assert b[1, 2].item() == 5.0
     del b
@@ -504,9 +542,9 @@ def test_pydlpack_wraps_bridge_tensor():
     assert np_ptr(a) == t.data_ptr() and a.tolist() == t.tolist()
     # bridge asks with max_version; pydlpack's __dlpack__(stream=None) raises TypeError; retry
     b = bridge.from_dlpack(obj)
-    assert b.data_ptr() == t.data_ptr() and not b.is_readonly
-    b[0] = 5.0
-    assert t[0].item() == 5.0 and a[0] == 5.0
+    assert b.data_ptr() == t.data_ptr() and b.is_readonly  # pydlpack hands out legacy capsules
+    t[0] = 5.0
+    assert b[0].item() == 5.0 and a[0] == 5.0
     del obj, a, b, t
     d = balanced(before)
     assert d["imports"] == 1
@@ -520,9 +558,9 @@ def test_bridge_from_pydlpack_of_numpy():
     base = sys.getrefcount(arr)
     b = bridge.from_dlpack(dlpack.asdlpack(arr))
     assert b.data_ptr() == np_ptr(arr) and b.stride() == (1, 3)
-    assert b.tolist() == arr.tolist()
-    b[2, 1] = -7.0
-    assert arr[2, 1] == -7.0
+    assert b.tolist() == arr.tolist() and b.is_readonly  # a legacy capsule: read-only
+    arr[2, 1] = -7.0
+    assert b[2, 1].item() == -7.0
     del b
     gc.collect()
     assert sys.getrefcount(arr) == base
@@ -667,8 +705,9 @@ def test_bridge_from_bridge_capsule(max_version):
     assert info["shape"] == t.shape and info["strides"] == t.stride()
     b = bridge.from_dlpack(cap)
     assert b.data_ptr() == t.data_ptr() and b.stride() == t.stride() and b.tolist() == t.tolist()
-    b[1, 1, 2] = 999
-    assert t[1, 1, 2].item() == 999
+    assert b.is_readonly == (info["name"] == "dltensor")  # legacy capsules import read-only
+    t[1, 1, 2] = 999
+    assert b[1, 1, 2].item() == 999
     with pytest.raises(BufferError, match="consumed"):
         bridge.from_dlpack(cap)
     del b, cap
@@ -974,9 +1013,12 @@ def test_read_only_bridge_refuses_legacy_capsule(max_version):
     with pytest.raises(BufferError, match="read-only"):
         r.__dlpack__() if max_version is None else r.__dlpack__(max_version=max_version)
     assert stats_delta(before)["exports"] == 0
-    # a copy is fresh memory and may go out as a legacy capsule
+    # a copy is fresh memory and may go out as a legacy capsule (imported read-only,
+    # as every legacy capsule is); a versioned one says it is writable
     b = bridge.from_dlpack(r.__dlpack__(copy=True))
-    assert not b.is_readonly and b.data_ptr() != r.data_ptr()
+    assert b.is_readonly and b.data_ptr() != r.data_ptr()
+    w = bridge.from_dlpack(r.__dlpack__(max_version=(1, 3), copy=True))
+    assert not w.is_readonly and w.data_ptr() != r.data_ptr()
 
 
 @pytest.mark.parametrize("readonly", [False, True])
@@ -1213,4 +1255,4 @@ def test_no_leak_over_many_round_trips(case):
     setup, n, exports, imports = LEAK_CASES[case]
     d, grown = round_trips(setup(), n, max(n // 10, 2_000))
     assert d["exports"] == n * exports and d["imports"] == n * imports, d
-    assert grown < 1 << 20, f"resident memory grew by {grown} bytes over {n} round trips"
+    assert grown < RSS_BUDGET, f"resident memory grew by {grown} bytes over {n} round trips"

@@ -168,3 +168,13 @@ def test_ml_dtypes_missing_gives_a_clear_error(monkeypatch):
     with pytest.raises(TypeError, match="ml_dtypes"):
         _ = fresh.numpy_dtype
     assert not fresh.has_numpy_dtype
+
+
+def test_np_dtype_of_a_bridge_dtype():
+    """np.dtype(x.dtype), as dask, xarray and da.from_array call it."""
+    for dt in bridge.all_dtypes():
+        assert np.dtype(dt) == dt.numpy_dtype == dt.dtype
+    assert np.dtype(bridge.float32) == np.float32
+    assert np.dtype(bridge.bool) == np.bool_
+    assert str(np.dtype(bridge.bfloat16)) == "bfloat16"
+    assert np.zeros(2, dtype=bridge.int16).dtype == np.int16

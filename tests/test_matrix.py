@@ -97,7 +97,59 @@ def test_cli_json_and_filters():
     assert all({"producer", "consumer", "protocol", "case", "verdict"} <= set(c) for c in cells)
 
 
-def test_cli_rejects_unknown_dtype():
-    proc = subprocess.run([sys.executable, "-m", "bridge", "matrix", "--dtype", "float33"],
-                          capture_output=True, text=True)  # fmt: skip
-    assert proc.returncode == 2 and "unknown dtype" in proc.stderr
+@pytest.mark.parametrize(
+    ("option", "value", "valid"),
+    [
+        ("--dtype", "float33", "bool, uint8"),
+        ("--producer", "numpy,nump", "bridge, numpy, torch"),
+        ("--consumer", "tensorflow", "bridge, numpy, torch"),
+        ("--protocol", "dlpak", "dlpack, array-interface"),
+    ],
+)
+def test_cli_rejects_unknown_names_listing_the_valid_ones(option, value, valid):
+    proc = subprocess.run([sys.executable, "-m", "bridge", "matrix", option, value],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    bad = value.split(",")[-1]
+    assert f"unknown {option[2:]} {bad!r}; valid: {valid}" in proc.stderr
+
+
+def test_cli_list():
+    proc = subprocess.run([sys.executable, "-m", "bridge", "matrix", "--list"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0
+    for name in (*matrix.PEERS, *matrix.PROTOCOLS, *matrix.DTYPES):
+        assert name in proc.stdout
+    assert "cupy (not installed)" in proc.stdout or matrix.available("cupy")
+
+
+def test_every_bridge_dtype_is_a_matrix_dtype():
+    import bridge
+
+    assert set(matrix.DTYPES) == {d.name for d in bridge.all_dtypes()}
+    for dt in ("float8_e4m3fn", "float4_e2m1fn", "uint32", "complex128"):
+        cell = one("bridge", "numpy", "dlpack", dtype=dt)
+        assert cell.verdict in ("zero-copy", "refused"), cell
+    # NumPy's DLPack export has no float8: its refusal is recorded as such
+    cell = one("numpy", "bridge", "dlpack", dtype="float8_e5m2")
+    assert cell.verdict == "refused" and "DLPack only supports" in cell.detail
+
+
+def test_a_child_that_floods_stderr_does_not_hang_the_runner():
+    """The runner reads a child's stdout line by line; a child that first writes
+    more than a pipe holds to stderr must not block it (and so the run)."""
+    import threading
+
+    cells = [Cell("numpy", "bridge", "dlpack", "float32", "contiguous", False)]
+    code = (
+        "import sys, json, dataclasses, bridge.matrix as m\n"
+        "sys.stderr.write('x' * (4 << 20)); sys.stderr.flush()\n"
+        "m._worker(json.loads(sys.stdin.read()))\n"
+    )
+    out: list = []
+    th = threading.Thread(target=lambda: out.append(matrix._run_worker(cells, None, code)), daemon=True)
+    th.start()
+    th.join(timeout=120)
+    assert not th.is_alive(), "the runner hung on a full stderr pipe"
+    finished, crash = out[0]
+    assert crash is None and finished[0].verdict == "zero-copy"

@@ -273,3 +273,48 @@ def test_mmap_buffer_storage():
     s = UntypedStorage.from_buffer(m)
     s[3] = 1
     assert m[3] == 1
+
+
+# ------------------------------------------------------------ issue 9
+
+
+def test_from_file_of_a_directory_says_so(tmp_path):
+    for shared in (False, True):
+        with pytest.raises(IsADirectoryError, match="is a directory"):
+            UntypedStorage.from_file(str(tmp_path), shared=shared)
+
+
+@pytest.mark.parametrize("nbytes", [2**63, 2**64, 2**64 + 1, 2**100])
+def test_sizes_past_int64_are_value_errors_naming_the_size(nbytes):
+    with pytest.raises(ValueError, match=str(nbytes)):
+        UntypedStorage(nbytes)
+    s = UntypedStorage(8)
+    with pytest.raises(ValueError, match=str(nbytes)):
+        s.resize_(nbytes)
+    assert s.nbytes() == 8  # unchanged
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: bridge.empty(2**32, 2**32),  # 2**64 elements of 4 bytes
+        lambda: bridge.zeros(2**61, 8, dtype=bridge.int64),
+        lambda: bridge.ones(2**62, 2, dtype=bridge.int8),
+        lambda: bridge.full((2**40, 2**30), 1.0),
+        lambda: bridge.empty_strided((2, 2), (2**62, 1), dtype=bridge.int64),
+        lambda: bridge.empty(3).new_empty((2**64,)) if hasattr(bridge.Tensor, "new_empty") else bridge.empty(2**64),
+    ],
+)
+def test_factories_past_int64_are_value_errors(make):
+    with pytest.raises(ValueError, match=r"larger than the \d+ bytes"):
+        make()
+
+
+def test_own_allocations_are_freed_without_releasing_the_gil():
+    """The owner of memory bridge allocated is a C capsule that frees in its
+    destructor (a cffi ffi.gc callback drops the GIL, which ends a daemon
+    thread that drops the last reference while the interpreter finalises)."""
+    s = UntypedStorage(16)
+    assert type(s.owner).__name__ == "PyCapsule" and "bridge.memory" in repr(s.owner)
+    s.resize_(32)
+    assert "bridge.memory" in repr(s.owner)

@@ -503,3 +503,66 @@ def test_repr_matches_torch(torch):
         assert repr(b) == repr(t).replace("torch.", "bridge."), data
     assert repr(bridge.zeros(0, 3)) == "tensor([], size=(0, 3))"
     assert repr(bridge.zeros(0)) == "tensor([])"
+
+
+# ------------------------------------------------------------ issue 9
+
+
+def _shrunk():
+    t = bridge.arange(1000)
+    t.untyped_storage().resize_(8)
+    return t
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda t: t.tolist(),
+        lambda t: t[999].item(),
+        lambda t: t.clone(),
+        lambda t: t.view(10, 100).t().contiguous(),
+        lambda t: t.fill_(1),
+        lambda t: t.zero_(),
+        lambda t: t.__setitem__(500, 3),
+        lambda t: t.copy_(bridge.zeros(1000, dtype=bridge.int64)),
+        lambda t: bridge.zeros(1000, dtype=bridge.int64).copy_(t),
+        lambda t: repr(t),
+        lambda t: t.to(bridge.float32),
+    ],
+)
+def test_reading_or_writing_past_a_shrunk_storage_raises(use):
+    t = _shrunk()
+    with pytest.raises(RuntimeError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
+        use(t)
+
+
+def test_views_inside_a_shrunk_storage_still_work():
+    t = _shrunk()
+    assert t[0].item() == 0 and t[:1].tolist() == [0]
+    t[0] = 7
+    assert t.untyped_storage()[0] == 7
+
+
+def test_geometry_that_does_not_fit_int64_is_refused():
+    t = bridge.arange(4)
+    with pytest.raises(ValueError, match="stride 1180591620717411303424 does not fit"):
+        t.as_strided((1,), (2**70,))
+    with pytest.raises(ValueError, match="does not fit"):
+        t.as_strided((1,), (1,), 2**64)
+    with pytest.raises(ValueError, match="does not fit"):
+        bridge.empty(0).set_(t.untyped_storage(), 0, (1,), (-(2**63) - 1,))
+
+
+def test_asarray_of_a_storage_is_a_zero_copy_uint8_view():
+    s = bridge.UntypedStorage(b"\x01\x02\x03\x04")
+    t = bridge.asarray(s)
+    assert t.dtype is bridge.uint8 and t.shape == (4,) and t.data_ptr() == s.data_ptr()
+    assert t.untyped_storage() is s and t.tolist() == [1, 2, 3, 4]
+    t[0] = 9
+    assert s[0] == 9
+    # bridge.tensor always copies, but the bytes stay bytes (not 8x as int64)
+    c = bridge.tensor(s)
+    assert c.dtype is bridge.uint8 and c.tolist() == [9, 2, 3, 4] and c.data_ptr() != s.data_ptr()
+    assert c.nbytes == 4
+    ro = bridge.UntypedStorage.from_buffer(b"abc")
+    assert bridge.asarray(ro).is_readonly
