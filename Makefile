@@ -13,7 +13,8 @@ $(BIN)/python:
 
 # --no-build-isolation: the build needs only setuptools (already in .venv) and a
 # C compiler, so no isolated build environment has to be downloaded.
-$(STAMP): $(BIN)/python pyproject.toml cdefs/_native.c cdefs/bridge.c cdefs/bridge.h cdefs/dlpack.h cdefs/arrow_c_data.h
+C_SOURCES := $(wildcard cdefs/*.c cdefs/*.h)
+$(STAMP): $(BIN)/python pyproject.toml $(C_SOURCES)
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev]"
 	touch $@
 
@@ -39,13 +40,14 @@ SAN_DIR := build/sanitize
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # DuckDB is left out: its C++ exceptions trip an internal ASan CHECK when
 # libasan is preloaded (`duckdb.sql("select error('x')")` alone aborts).
-SAN_TESTS ?= tests/test_native.py tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py tests/test_storage.py -k "not duckdb"
+SAN_TESTS ?= tests/test_native.py tests/test_tensor.py tests/test_views_property.py tests/test_storage.py \
+  tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py -k "not duckdb"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
 	cp -r bridge $(SAN_DIR)/ && rm -rf $(SAN_DIR)/bridge/*.so $(SAN_DIR)/bridge/__pycache__
 	gcc -shared -fPIC -O1 -g $(SAN_FLAGS) -Icdefs \
 	  -I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-	  cdefs/_native.c cdefs/bridge.c \
+	  $(filter %.c,$(C_SOURCES)) \
 	  -o $(SAN_DIR)/bridge/_native$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 	env PYTHONPATH=$(CURDIR)/$(SAN_DIR) LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:abort_on_error=1 \

@@ -3,12 +3,18 @@
 The core is a strided tensor with PyTorch's storage model: an
 :class:`UntypedStorage` (bytes kept alive by one owner object) viewed by
 :class:`Tensor` objects (dtype, shape, strides and offset in elements).
+
+The package has three layers, as folders: :mod:`bridge.core` (types,
+storages, tensors, factories; Python classes over the C objects of
+``bridge._C``), :mod:`bridge.interop` (one module per protocol: DLPack,
+NumPy and buffers, CUDA, Arrow) and :mod:`bridge.kit` (the interop matrix,
+the conformance checks, the CLI and the pytest plugin). The modules
+``bridge.arrow``, ``bridge.dlpack``, ``bridge.matrix`` and
+``bridge.conformance`` are the public names of the protocol and kit modules.
 """
 
-from bridge import arrow
-from bridge._asarray import asarray
-from bridge._device import device
-from bridge._dtypes import (
+from bridge.core.device import device
+from bridge.core.dtypes import (
     all_dtypes,
     bfloat16,
     bool,
@@ -50,7 +56,7 @@ from bridge._dtypes import (
     uint32,
     uint64,
 )
-from bridge._factories import (
+from bridge.core.factories import (
     arange,
     as_strided,
     empty,
@@ -64,8 +70,8 @@ from bridge._factories import (
     zeros,
     zeros_like,
 )
-from bridge._storage import UntypedStorage
-from bridge._tensor import (
+from bridge.core.storage import UntypedStorage
+from bridge.core.tensor import (
     Tensor,
     channels_last,
     channels_last_3d,
@@ -73,12 +79,26 @@ from bridge._tensor import (
     memory_format,
     preserve_format,
 )
-from bridge.array_interface import from_cuda_array_interface, from_numpy, frombuffer
-from bridge.arrow import from_arrow
-from bridge.conformance import check
-from bridge.dlpack import from_dlpack, to_dlpack
+from bridge.interop import asarray
+from bridge.interop.arrow import from_arrow
+from bridge.interop.cuda import from_cuda_array_interface
+from bridge.interop.dlpack import from_dlpack, to_dlpack
+from bridge.interop.numpy import from_numpy, frombuffer
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The kit (bridge.check and its modules) loads on first use, not at import.
+    if name == "check":
+        from bridge.kit.conformance import check
+
+        return check
+    if name in ("arrow", "dlpack", "matrix", "conformance"):
+        import importlib
+
+        return importlib.import_module(f"bridge.{name}")
+    raise AttributeError(f"module 'bridge' has no attribute {name!r}")
 
 __all__ = [
     "Tensor",

@@ -588,118 +588,110 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 68), // char const *()(struct ArrowArrayStream *)
-/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 96), // struct ArrowArrayStream *
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 60), // char const *()(struct ArrowArrayStream *)
+/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 88), // struct ArrowArrayStream *
 /*  2 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLDeviceType, int32_t, void * *)
+/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLDeviceType, int32_t, void * *)
 /*  4 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
 /*  5 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
 /*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // void * *
 /*  7 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLManagedTensorVersioned *, void * *)
-/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // DLManagedTensorVersioned *
+/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLManagedTensorVersioned *, void * *)
+/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 67), // DLManagedTensorVersioned *
 /* 10 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
 /* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 80), // DLTensor *
+/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 72), // DLTensor *
 /* 14 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // DLManagedTensorVersioned * *
-/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 111), // void *
-/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // void(*)(void *, char const *, char const *)
+/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // void *
+/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 58), // void(*)(void *, char const *, char const *)
 /* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(struct ArrowArrayStream *, struct ArrowArray *)
+/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(struct ArrowArrayStream *, struct ArrowArray *)
 /* 19 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 20 */ _CFFI_OP(_CFFI_OP_POINTER, 95), // struct ArrowArray *
+/* 20 */ _CFFI_OP(_CFFI_OP_POINTER, 87), // struct ArrowArray *
 /* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
 /* 23 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 24 */ _CFFI_OP(_CFFI_OP_POINTER, 99), // struct ArrowSchema *
+/* 24 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // struct ArrowSchema *
 /* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(uintptr_t)
-/* 27 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 26), // uintptr_t
-/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, DLManagedTensorVersioned * *)
-/* 30 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
-/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, DLTensor *)
-/* 34 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 35 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
-/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 39), // int()(void *, int)
-/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 39 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
-/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 41 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
-/* 42 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 43 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
-/* 44 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(DLManagedTensor *)
-/* 46 */ _CFFI_OP(_CFFI_OP_POINTER, 74), // DLManagedTensor *
-/* 47 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(DLManagedTensorVersioned *)
-/* 49 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
-/* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowArray *)
-/* 52 */ _CFFI_OP(_CFFI_OP_NOOP, 20),
-/* 53 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowArrayStream *)
-/* 55 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 56 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(struct ArrowSchema *)
-/* 58 */ _CFFI_OP(_CFFI_OP_NOOP, 24),
-/* 59 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(uint64_t *)
-/* 61 */ _CFFI_OP(_CFFI_OP_POINTER, 102), // uint64_t *
+/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void *, DLManagedTensorVersioned * *)
+/* 27 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 28 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
+/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void *, DLTensor *)
+/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 32 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
+/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 34 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void)
+/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
+/* 37 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 38 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(DLManagedTensor *)
+/* 41 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // DLManagedTensor *
+/* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(DLManagedTensorVersioned *)
+/* 44 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
+/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowArray *)
+/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 20),
+/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowArrayStream *)
+/* 50 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 52 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowSchema *)
+/* 53 */ _CFFI_OP(_CFFI_OP_NOOP, 24),
+/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 55 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(void *)
+/* 56 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 58 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(void *, char const *, char const *)
+/* 59 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 60 */ _CFFI_OP(_CFFI_OP_POINTER, 74), // char const *
+/* 61 */ _CFFI_OP(_CFFI_OP_NOOP, 60),
 /* 62 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 63 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(void *)
-/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 65 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 66 */ _CFFI_OP(_CFFI_OP_FUNCTION, 111), // void()(void *, char const *, char const *)
-/* 67 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 68 */ _CFFI_OP(_CFFI_OP_POINTER, 82), // char const *
-/* 69 */ _CFFI_OP(_CFFI_OP_NOOP, 68),
-/* 70 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 72 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 73 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 74 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
-/* 75 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
-/* 76 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
-/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 78), // DLPackExchangeAPIHeader *
-/* 78 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
-/* 79 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 80 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
-/* 82 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 83 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
-/* 84 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 85 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
-/* 87 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 88 */ _CFFI_OP(_CFFI_OP_POINTER, 29), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 89 */ _CFFI_OP(_CFFI_OP_POINTER, 33), // int(*)(void *, DLTensor *)
-/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // int64_t *
-/* 91 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 92 */ _CFFI_OP(_CFFI_OP_ARRAY, 91), // int64_t[3]
-/* 93 */ (_cffi_opcode_t)(3),
-/* 94 */ _CFFI_OP(_CFFI_OP_POINTER, 20), // struct ArrowArray * *
-/* 95 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
-/* 96 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
-/* 97 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
-/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // struct ArrowSchema * *
-/* 99 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
-/* 100 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 101 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 102 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 104 */ _CFFI_OP(_CFFI_OP_POINTER, 105), // void const * *
-/* 105 */ _CFFI_OP(_CFFI_OP_POINTER, 111), // void const *
-/* 106 */ _CFFI_OP(_CFFI_OP_POINTER, 45), // void(*)(DLManagedTensor *)
-/* 107 */ _CFFI_OP(_CFFI_OP_POINTER, 48), // void(*)(DLManagedTensorVersioned *)
-/* 108 */ _CFFI_OP(_CFFI_OP_POINTER, 51), // void(*)(struct ArrowArray *)
-/* 109 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // void(*)(struct ArrowArrayStream *)
-/* 110 */ _CFFI_OP(_CFFI_OP_POINTER, 57), // void(*)(struct ArrowSchema *)
-/* 111 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 63 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 64 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 65 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 66 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
+/* 67 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
+/* 68 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
+/* 69 */ _CFFI_OP(_CFFI_OP_POINTER, 70), // DLPackExchangeAPIHeader *
+/* 70 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
+/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 72 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 73 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
+/* 74 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 75 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
+/* 76 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 78 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
+/* 79 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 80 */ _CFFI_OP(_CFFI_OP_POINTER, 26), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 30), // int(*)(void *, DLTensor *)
+/* 82 */ _CFFI_OP(_CFFI_OP_POINTER, 83), // int64_t *
+/* 83 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 84 */ _CFFI_OP(_CFFI_OP_ARRAY, 83), // int64_t[3]
+/* 85 */ (_cffi_opcode_t)(3),
+/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 20), // struct ArrowArray * *
+/* 87 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
+/* 88 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
+/* 89 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
+/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // struct ArrowSchema * *
+/* 91 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
+/* 92 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 93 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 94 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 95 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 96 */ _CFFI_OP(_CFFI_OP_POINTER, 97), // void const * *
+/* 97 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // void const *
+/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 40), // void(*)(DLManagedTensor *)
+/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 43), // void(*)(DLManagedTensorVersioned *)
+/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(struct ArrowArray *)
+/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 49), // void(*)(struct ArrowArrayStream *)
+/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 52), // void(*)(struct ArrowSchema *)
+/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -1062,190 +1054,30 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
 #  define _cffi_f_bridge_aligned_free _cffi_d_bridge_aligned_free
 #endif
 
-static int _cffi_d_bridge_call_deleter_in_thread(void * x0, int x1)
+static int _cffi_d_bridge_init(void)
 {
-  return bridge_call_deleter_in_thread(x0, x1);
+  return bridge_init();
 }
 #ifndef PYPY_VERSION
 static PyObject *
-_cffi_f_bridge_call_deleter_in_thread(PyObject *self, PyObject *args)
+_cffi_f_bridge_init(PyObject *self, PyObject *noarg)
 {
-  void * x0;
-  int x1;
-  Py_ssize_t datasize;
-  struct _cffi_freeme_s *large_args_free = NULL;
   int result;
   PyObject *pyresult;
-  PyObject *arg0;
-  PyObject *arg1;
-
-  if (!PyArg_UnpackTuple(args, "bridge_call_deleter_in_thread", 2, 2, &arg0, &arg1))
-    return NULL;
-
-  datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(15), arg0, (char **)&x0);
-  if (datasize != 0) {
-    x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(15), arg0, (char **)&x0,
-            datasize, &large_args_free) < 0)
-      return NULL;
-  }
-
-  x1 = _cffi_to_c_int(arg1, int);
-  if (x1 == (int)-1 && PyErr_Occurred())
-    return NULL;
 
   Py_BEGIN_ALLOW_THREADS
   _cffi_restore_errno();
-  { result = bridge_call_deleter_in_thread(x0, x1); }
+  { result = bridge_init(); }
   _cffi_save_errno();
   Py_END_ALLOW_THREADS
 
   (void)self; /* unused */
-  pyresult = _cffi_from_c_int(result, int);
-  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
-  return pyresult;
-}
-#else
-#  define _cffi_f_bridge_call_deleter_in_thread _cffi_d_bridge_call_deleter_in_thread
-#endif
-
-static int _cffi_d_bridge_install(uintptr_t x0)
-{
-  return bridge_install(x0);
-}
-#ifndef PYPY_VERSION
-static PyObject *
-_cffi_f_bridge_install(PyObject *self, PyObject *arg0)
-{
-  uintptr_t x0;
-  int result;
-  PyObject *pyresult;
-
-  x0 = _cffi_to_c_int(arg0, uintptr_t);
-  if (x0 == (uintptr_t)-1 && PyErr_Occurred())
-    return NULL;
-
-  Py_BEGIN_ALLOW_THREADS
-  _cffi_restore_errno();
-  { result = bridge_install(x0); }
-  _cffi_save_errno();
-  Py_END_ALLOW_THREADS
-
-  (void)self; /* unused */
+  (void)noarg; /* unused */
   pyresult = _cffi_from_c_int(result, int);
   return pyresult;
 }
 #else
-#  define _cffi_f_bridge_install _cffi_d_bridge_install
-#endif
-
-static void _cffi_d_bridge_stats(uint64_t * x0)
-{
-  bridge_stats(x0);
-}
-#ifndef PYPY_VERSION
-static PyObject *
-_cffi_f_bridge_stats(PyObject *self, PyObject *arg0)
-{
-  uint64_t * x0;
-  Py_ssize_t datasize;
-  struct _cffi_freeme_s *large_args_free = NULL;
-
-  datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(61), arg0, (char **)&x0);
-  if (datasize != 0) {
-    x0 = ((size_t)datasize) <= 640 ? (uint64_t *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(61), arg0, (char **)&x0,
-            datasize, &large_args_free) < 0)
-      return NULL;
-  }
-
-  Py_BEGIN_ALLOW_THREADS
-  _cffi_restore_errno();
-  { bridge_stats(x0); }
-  _cffi_save_errno();
-  Py_END_ALLOW_THREADS
-
-  (void)self; /* unused */
-  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
-  Py_INCREF(Py_None);
-  return Py_None;
-}
-#else
-#  define _cffi_f_bridge_stats _cffi_d_bridge_stats
-#endif
-
-static void _cffi_d_bridge_test_deleter(DLManagedTensor * x0)
-{
-  bridge_test_deleter(x0);
-}
-#ifndef PYPY_VERSION
-static PyObject *
-_cffi_f_bridge_test_deleter(PyObject *self, PyObject *arg0)
-{
-  DLManagedTensor * x0;
-  Py_ssize_t datasize;
-  struct _cffi_freeme_s *large_args_free = NULL;
-
-  datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(46), arg0, (char **)&x0);
-  if (datasize != 0) {
-    x0 = ((size_t)datasize) <= 640 ? (DLManagedTensor *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(46), arg0, (char **)&x0,
-            datasize, &large_args_free) < 0)
-      return NULL;
-  }
-
-  Py_BEGIN_ALLOW_THREADS
-  _cffi_restore_errno();
-  { bridge_test_deleter(x0); }
-  _cffi_save_errno();
-  Py_END_ALLOW_THREADS
-
-  (void)self; /* unused */
-  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
-  Py_INCREF(Py_None);
-  return Py_None;
-}
-#else
-#  define _cffi_f_bridge_test_deleter _cffi_d_bridge_test_deleter
-#endif
-
-static void _cffi_d_bridge_test_deleter_versioned(DLManagedTensorVersioned * x0)
-{
-  bridge_test_deleter_versioned(x0);
-}
-#ifndef PYPY_VERSION
-static PyObject *
-_cffi_f_bridge_test_deleter_versioned(PyObject *self, PyObject *arg0)
-{
-  DLManagedTensorVersioned * x0;
-  Py_ssize_t datasize;
-  struct _cffi_freeme_s *large_args_free = NULL;
-
-  datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(9), arg0, (char **)&x0);
-  if (datasize != 0) {
-    x0 = ((size_t)datasize) <= 640 ? (DLManagedTensorVersioned *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(9), arg0, (char **)&x0,
-            datasize, &large_args_free) < 0)
-      return NULL;
-  }
-
-  Py_BEGIN_ALLOW_THREADS
-  _cffi_restore_errno();
-  { bridge_test_deleter_versioned(x0); }
-  _cffi_save_errno();
-  Py_END_ALLOW_THREADS
-
-  (void)self; /* unused */
-  if (large_args_free != NULL) _cffi_free_array_arguments(large_args_free);
-  Py_INCREF(Py_None);
-  return Py_None;
-}
-#else
-#  define _cffi_f_bridge_test_deleter_versioned _cffi_d_bridge_test_deleter_versioned
+#  define _cffi_f_bridge_init _cffi_d_bridge_init
 #endif
 
 static int _cffi_const_ARROW_FLAG_DICTIONARY_ORDERED(unsigned long long *o)
@@ -1458,13 +1290,9 @@ static const struct _cffi_global_s _cffi_globals[] = {
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 41), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 63), (void *)_cffi_d_bridge_aligned_free },
-  { "bridge_call_deleter_in_thread", (void *)_cffi_f_bridge_call_deleter_in_thread, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 37), (void *)_cffi_d_bridge_call_deleter_in_thread },
-  { "bridge_install", (void *)_cffi_f_bridge_install, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 26), (void *)_cffi_d_bridge_install },
-  { "bridge_stats", (void *)_cffi_f_bridge_stats, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 60), (void *)_cffi_d_bridge_stats },
-  { "bridge_test_deleter", (void *)_cffi_f_bridge_test_deleter, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 45), (void *)_cffi_d_bridge_test_deleter },
-  { "bridge_test_deleter_versioned", (void *)_cffi_f_bridge_test_deleter_versioned, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 48), (void *)_cffi_d_bridge_test_deleter_versioned },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 36), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 55), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 34), (void *)_cffi_d_bridge_init },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1504,13 +1332,13 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 103) },
+            _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 103) },
+            _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 100) },
+             _CFFI_OP(_CFFI_OP_NOOP, 92) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
                    _CFFI_OP(_CFFI_OP_NOOP, 4) },
@@ -1519,82 +1347,82 @@ static const struct _cffi_field_s _cffi_fields[] = {
                  _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 101) },
+             _CFFI_OP(_CFFI_OP_NOOP, 93) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 101) },
+             _CFFI_OP(_CFFI_OP_NOOP, 93) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
             _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 73) },
+              _CFFI_OP(_CFFI_OP_NOOP, 65) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
             _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 71) },
+             _CFFI_OP(_CFFI_OP_NOOP, 63) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 90) },
+             _CFFI_OP(_CFFI_OP_NOOP, 82) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 90) },
+               _CFFI_OP(_CFFI_OP_NOOP, 82) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 102) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 94) },
   { "length", offsetof(struct ArrowArray, length),
               sizeof(((struct ArrowArray *)0)->length),
-              _CFFI_OP(_CFFI_OP_NOOP, 91) },
+              _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "null_count", offsetof(struct ArrowArray, null_count),
                   sizeof(((struct ArrowArray *)0)->null_count),
-                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "offset", offsetof(struct ArrowArray, offset),
               sizeof(((struct ArrowArray *)0)->offset),
-              _CFFI_OP(_CFFI_OP_NOOP, 91) },
+              _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "n_buffers", offsetof(struct ArrowArray, n_buffers),
                  sizeof(((struct ArrowArray *)0)->n_buffers),
-                 _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "n_children", offsetof(struct ArrowArray, n_children),
                   sizeof(((struct ArrowArray *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "buffers", offsetof(struct ArrowArray, buffers),
                sizeof(((struct ArrowArray *)0)->buffers),
-               _CFFI_OP(_CFFI_OP_NOOP, 104) },
+               _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "children", offsetof(struct ArrowArray, children),
                 sizeof(((struct ArrowArray *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 94) },
+                _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "dictionary", offsetof(struct ArrowArray, dictionary),
                   sizeof(((struct ArrowArray *)0)->dictionary),
                   _CFFI_OP(_CFFI_OP_NOOP, 20) },
   { "release", offsetof(struct ArrowArray, release),
                sizeof(((struct ArrowArray *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 108) },
+               _CFFI_OP(_CFFI_OP_NOOP, 100) },
   { "private_data", offsetof(struct ArrowArray, private_data),
                     sizeof(((struct ArrowArray *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "get_schema", offsetof(struct ArrowArrayStream, get_schema),
                   sizeof(((struct ArrowArrayStream *)0)->get_schema),
-                  _CFFI_OP(_CFFI_OP_NOOP, 87) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 79) },
   { "get_next", offsetof(struct ArrowArrayStream, get_next),
                 sizeof(((struct ArrowArrayStream *)0)->get_next),
-                _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                _CFFI_OP(_CFFI_OP_NOOP, 78) },
   { "get_last_error", offsetof(struct ArrowArrayStream, get_last_error),
                       sizeof(((struct ArrowArrayStream *)0)->get_last_error),
-                      _CFFI_OP(_CFFI_OP_NOOP, 81) },
+                      _CFFI_OP(_CFFI_OP_NOOP, 73) },
   { "release", offsetof(struct ArrowArrayStream, release),
                sizeof(((struct ArrowArrayStream *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 109) },
+               _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "private_data", offsetof(struct ArrowArrayStream, private_data),
                     sizeof(((struct ArrowArrayStream *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "array", offsetof(struct ArrowDeviceArray, array),
              sizeof(((struct ArrowDeviceArray *)0)->array),
-             _CFFI_OP(_CFFI_OP_NOOP, 95) },
+             _CFFI_OP(_CFFI_OP_NOOP, 87) },
   { "device_id", offsetof(struct ArrowDeviceArray, device_id),
                  sizeof(((struct ArrowDeviceArray *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "device_type", offsetof(struct ArrowDeviceArray, device_type),
                    sizeof(((struct ArrowDeviceArray *)0)->device_type),
                    _CFFI_OP(_CFFI_OP_NOOP, 5) },
@@ -1603,113 +1431,113 @@ static const struct _cffi_field_s _cffi_fields[] = {
                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "reserved", offsetof(struct ArrowDeviceArray, reserved),
                 sizeof(((struct ArrowDeviceArray *)0)->reserved),
-                _CFFI_OP(_CFFI_OP_NOOP, 92) },
+                _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "format", offsetof(struct ArrowSchema, format),
               sizeof(((struct ArrowSchema *)0)->format),
-              _CFFI_OP(_CFFI_OP_NOOP, 68) },
+              _CFFI_OP(_CFFI_OP_NOOP, 60) },
   { "name", offsetof(struct ArrowSchema, name),
             sizeof(((struct ArrowSchema *)0)->name),
-            _CFFI_OP(_CFFI_OP_NOOP, 68) },
+            _CFFI_OP(_CFFI_OP_NOOP, 60) },
   { "metadata", offsetof(struct ArrowSchema, metadata),
                 sizeof(((struct ArrowSchema *)0)->metadata),
-                _CFFI_OP(_CFFI_OP_NOOP, 68) },
+                _CFFI_OP(_CFFI_OP_NOOP, 60) },
   { "flags", offsetof(struct ArrowSchema, flags),
              sizeof(((struct ArrowSchema *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 91) },
+             _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "n_children", offsetof(struct ArrowSchema, n_children),
                   sizeof(((struct ArrowSchema *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "children", offsetof(struct ArrowSchema, children),
                 sizeof(((struct ArrowSchema *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 98) },
+                _CFFI_OP(_CFFI_OP_NOOP, 90) },
   { "dictionary", offsetof(struct ArrowSchema, dictionary),
                   sizeof(((struct ArrowSchema *)0)->dictionary),
                   _CFFI_OP(_CFFI_OP_NOOP, 24) },
   { "release", offsetof(struct ArrowSchema, release),
                sizeof(((struct ArrowSchema *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 110) },
+               _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "private_data", offsetof(struct ArrowSchema, private_data),
                     sizeof(((struct ArrowSchema *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 80) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 72) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 106) },
+               _CFFI_OP(_CFFI_OP_NOOP, 98) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 79) },
+               _CFFI_OP(_CFFI_OP_NOOP, 71) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 107) },
+               _CFFI_OP(_CFFI_OP_NOOP, 99) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 102) },
+             _CFFI_OP(_CFFI_OP_NOOP, 94) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 80) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 72) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 78) },
+              _CFFI_OP(_CFFI_OP_NOOP, 70) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 85) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 77) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 88) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 80) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 84) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 76) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 89) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 81) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 75) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 79) },
+               _CFFI_OP(_CFFI_OP_NOOP, 71) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 77) },
+                _CFFI_OP(_CFFI_OP_NOOP, 69) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 71, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 63, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 73, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 65, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 79, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 71, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 80, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 72, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "ArrowArray", 95, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArray", 87, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArray), offsetof(struct _cffi_align_struct_ArrowArray, y), 14, 10 },
-  { "ArrowArrayStream", 96, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArrayStream", 88, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArrayStream), offsetof(struct _cffi_align_struct_ArrowArrayStream, y), 24, 5 },
-  { "ArrowDeviceArray", 97, _CFFI_F_CHECK_FIELDS,
+  { "ArrowDeviceArray", 89, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowDeviceArray), offsetof(struct _cffi_align_struct_ArrowDeviceArray, y), 29, 5 },
-  { "ArrowSchema", 99, _CFFI_F_CHECK_FIELDS,
+  { "ArrowSchema", 91, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 34, 9 },
-  { "DLManagedTensor", 74, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensor", 66, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 43, 3 },
-  { "DLManagedTensorVersioned", 75, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensorVersioned", 67, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 46, 5 },
-  { "DLPackExchangeAPI", 76, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPI", 68, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 51, 6 },
-  { "DLPackExchangeAPIHeader", 78, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPIHeader", 70, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 57, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 72, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 64, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
@@ -1720,21 +1548,21 @@ static const struct _cffi_enum_s _cffi_enums[] = {
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
   { "ArrowDeviceType", 5 },
-  { "DLDataType", 71 },
-  { "DLDataTypeCode", 72 },
-  { "DLDevice", 73 },
+  { "DLDataType", 63 },
+  { "DLDataTypeCode", 64 },
+  { "DLDevice", 65 },
   { "DLDeviceType", 4 },
-  { "DLManagedTensor", 74 },
-  { "DLManagedTensorVersioned", 75 },
-  { "DLPackCurrentWorkStream", 83 },
-  { "DLPackDLTensorFromPyObjectNoSync", 89 },
-  { "DLPackExchangeAPI", 76 },
-  { "DLPackExchangeAPIHeader", 78 },
-  { "DLPackManagedTensorAllocator", 85 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 88 },
-  { "DLPackManagedTensorToPyObjectNoSync", 84 },
-  { "DLPackVersion", 79 },
-  { "DLTensor", 80 },
+  { "DLManagedTensor", 66 },
+  { "DLManagedTensorVersioned", 67 },
+  { "DLPackCurrentWorkStream", 75 },
+  { "DLPackDLTensorFromPyObjectNoSync", 81 },
+  { "DLPackExchangeAPI", 68 },
+  { "DLPackExchangeAPIHeader", 70 },
+  { "DLPackManagedTensorAllocator", 77 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 80 },
+  { "DLPackManagedTensorToPyObjectNoSync", 76 },
+  { "DLPackVersion", 71 },
+  { "DLTensor", 72 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1744,12 +1572,12 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_struct_unions,
   _cffi_enums,
   _cffi_typenames,
-  51,  /* num_globals */
+  47,  /* num_globals */
   12,  /* num_struct_unions */
   2,  /* num_enums */
   16,  /* num_typenames */
   NULL,  /* no includes */
-  112,  /* num_types */
+  104,  /* num_types */
   0,  /* flags */
 };
 

@@ -10,7 +10,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 
-from bridge import _capi
+from bridge.core.native import _C
 
 DLPACK_KEYS = ("exports", "export_deleters", "imports", "import_releases")
 ARROW_KEYS = ("arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases")
@@ -19,12 +19,12 @@ ARROW_KEYS = ("arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_
 def snapshot() -> dict[str, int]:
     """The C counters, after collecting garbage that earlier tests left behind."""
     gc.collect()
-    return _capi.stats()
+    return _C.stats()
 
 
 def delta(before: dict[str, int], keys: tuple[str, ...] = DLPACK_KEYS + ARROW_KEYS) -> dict[str, int]:
     """How far each counter in ``keys`` moved since ``before``."""
-    now = _capi.stats()
+    now = _C.stats()
     return {k: now[k] - before[k] for k in keys}
 
 

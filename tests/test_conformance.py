@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge import _capi, conformance
-from bridge.conformance import (
+from bridge.core.native import _C, _drivers
+from bridge.kit import conformance
+from bridge.kit.conformance import (
     FAILED,
     NOT_APPLICABLE,
     PASSED,
@@ -265,14 +266,14 @@ def test_handmade_producer_conforms():
 
 
 def test_deleter_called_twice_is_caught():
-    before = _capi.stats()["test_deleters"]
+    before = _C.stats()["test_deleters"]
     report = check(TwinCapsules)
     assert report["deleter-consumed"].status == FAILED
     detail = report["deleter-consumed"].detail
     assert "deleter ran 2 times: 1 by the consumer, 0 by the consumed capsule's destructor, 1 later" in detail
     assert "leaked on purpose" in detail
     gc.collect()
-    assert _capi.stats()["test_deleters"] > before
+    assert _C.stats()["test_deleters"] > before
 
 
 _NAMES = {True: b"dltensor_versioned", False: b"dltensor"}  # must outlive the capsules
@@ -288,7 +289,7 @@ class LeaksUnconsumed(np.ndarray):
     def __dlpack__(self, **kwargs):
         cap = super().__dlpack__(**kwargs)
         view = inspect_capsule(cap)
-        _capi.mark_consumed(cap)  # NumPy's destructor leaves the struct to us now
+        _drivers.mark_consumed(cap)  # NumPy's destructor leaves the struct to us now
         return _capsule_new(view.address, _NAMES[view.versioned], None)
 
 
@@ -324,7 +325,7 @@ CONSUMERS = '''
 import os, signal
 import numpy as np
 import bridge
-from bridge.conformance import inspect_capsule
+from bridge.kit.conformance import inspect_capsule
 
 
 def _capsule(x):
@@ -461,13 +462,13 @@ def test_handmade_and_inspect_capsule():
     assert view.shape == (2, 3) and view.strides == (3, 1) and view.dtype == (2, 32, 1)
     assert view.span() == (view.start, view.start + 24)
     gc.collect()
-    before = _capi.stats()["test_deleters"]
+    before = _C.stats()["test_deleters"]
     t = bridge.from_dlpack(cap)
     assert t.tolist() == h.expected() == [[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]]
     assert inspect_capsule(cap) is None  # consumed: used_dltensor_versioned
     del t
     gc.collect()
-    assert _capi.stats()["test_deleters"] == before + 1
+    assert _C.stats()["test_deleters"] == before + 1
     legacy = Handmade(versioned=False)
     lview = inspect_capsule(legacy.capsule())
     assert lview is not None and not lview.versioned and lview.flags is None

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 import bridge
-from bridge._device import device
+from bridge.core.device import device
 
 
 def test_forms():

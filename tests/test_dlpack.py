@@ -10,23 +10,24 @@ import threading
 
 import numpy as np
 import pytest
-from bridge._native import ffi, lib
+from bridge._native import ffi
 
 import bridge
-from bridge import _capi
+from bridge.core.native import _C, _drivers
 from bridge.dlpack import FLAG_IS_COPIED, FLAG_READ_ONLY
+from bridge.kit.conformance import counting_deleter
 
 
 def managed(capsule):
     """The DLManagedTensor[Versioned] behind an unconsumed capsule (not consumed)."""
-    name, addr = _capi.capsule_info(capsule)
+    name, addr = _drivers.capsule_info(capsule)
     kind = "DLManagedTensorVersioned *" if name == "dltensor_versioned" else "DLManagedTensor *"
     return name, ffi.cast(kind, addr)
 
 
 def counts():
     gc.collect()
-    return _capi.stats()
+    return _C.stats()
 
 
 class Producer:
@@ -96,7 +97,7 @@ def test_dlpack_device_and_api_attribute():
     t = bridge.arange(3)
     assert t.__dlpack_device__() == (1, 0)
     api = type(t).__dlpack_c_exchange_api__
-    assert _capi.api_stream(api, 1, 0) == 0
+    assert _drivers.api_stream(api, 1, 0) == 0
 
 
 def test_read_only_rules():
@@ -163,7 +164,7 @@ def test_bad_keywords():
 
 def test_unconsumed_capsule_releases_the_owner():
     t = bridge.arange(10)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = counts()
     cap = t.__dlpack__(max_version=(1, 3))
@@ -186,7 +187,7 @@ def test_producer_outlives_its_tensor():
 
 def test_deleter_from_other_python_thread():
     t = bridge.arange(5)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     arrays = [np.from_dlpack(t) for _ in range(10)]
     th = threading.Thread(target=arrays.clear)
@@ -199,13 +200,13 @@ def test_deleter_from_other_python_thread():
 @pytest.mark.parametrize("versioned", [0, 1])
 def test_deleter_from_native_thread_without_python_state(versioned):
     t = bridge.arange(5)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = counts()
     cap = t.__dlpack__(max_version=(1, 3) if versioned else None)
-    _, addr = _capi.capsule_info(cap)
-    _capi.mark_consumed(cap)  # we own it now, as a consumer would
-    assert lib.bridge_call_deleter_in_thread(ffi.cast("void *", addr), versioned) == 0
+    _, addr = _drivers.capsule_info(cap)
+    _drivers.mark_consumed(cap)  # we own it now, as a consumer would
+    _drivers.call_deleter_in_thread(addr, versioned)
     del cap
     after = counts()
     assert sys.getrefcount(keep) == base
@@ -332,10 +333,10 @@ class Handmade:
             self.m = ffi.new("DLManagedTensorVersioned *")
             self.m.version.major, self.m.version.minor = major, minor
             self.m.flags = flags
-            self.m.deleter = ffi.addressof(lib, "bridge_test_deleter_versioned")
+            self.m.deleter = counting_deleter(True)
         else:
             self.m = ffi.new("DLManagedTensor *")
-            self.m.deleter = ffi.addressof(lib, "bridge_test_deleter")
+            self.m.deleter = counting_deleter(False)
         dl = self.m.dl_tensor
         dl.data = ffi.cast("void *", self.buf.ctypes.data) if data else ffi.NULL
         dl.device.device_type, dl.device.device_id = device
@@ -349,7 +350,7 @@ class Handmade:
 
     def capsule(self, kind=None):
         addr = int(ffi.cast("uintptr_t", self.m))
-        return _capi.make_capsule(addr, int(self.versioned) if kind is None else kind)
+        return _drivers.make_capsule(addr, int(self.versioned) if kind is None else kind)
 
 
 def _contig(shape):
@@ -361,7 +362,7 @@ def _contig(shape):
 
 
 def _deleter_calls():
-    return _capi.stats()["test_deleters"]
+    return _C.stats()["test_deleters"]
 
 
 def test_handmade_good_capsule_and_deleter_once():
@@ -419,8 +420,8 @@ def test_handmade_zero_size_with_null_data():
         ({"shape": (2, -3)}, "negative size"),
         ({"shape": (2, 3), "strides": (2**62, 1)}, "overflow"),
         # hi - lo + 1 elements is 2**63: the extent itself overflows int64
-        ({"shape": (2**62, 2), "strides": (2, 1), "bits": 8}, "overflow"),
-        ({"shape": (2**62, 2), "strides": (-2, -1), "bits": 8}, "overflow"),
+        ({"shape": (2**62, 2), "strides": (2, 1), "code": 1, "bits": 8}, "overflow"),
+        ({"shape": (2**62, 2), "strides": (-2, -1), "code": 1, "bits": 8}, "overflow"),
         ({"shape": (2**61, 4), "strides": (4, 1), "bits": 64}, "overflow"),
         ({"shape": (2, 2), "byte_offset": 2**64 - 8}, "overflow"),
         ({"versioned": False, "shape": (2**40, 2**40), "null_strides": True}, "overflow"),
@@ -448,7 +449,7 @@ def test_wrong_capsule_name_is_value_error_and_not_released():
 
 def test_non_capsule_objects():
     with pytest.raises(TypeError):
-        _capi.import_capsule(object())
+        _C.dlpack_import(object())
 
 
 def test_non_cpu_capsule_is_device_tensor_and_refused_for_cpu():
@@ -484,31 +485,30 @@ def test_unconsumed_handmade_capsule_is_released_by_its_destructor():
 def test_our_exchange_api():
     api = bridge.Tensor.__dlpack_c_exchange_api__
     t = bridge.arange(6, dtype=bridge.float32).reshape(2, 3).t()
-    peek = _capi.api_peek(api, t)
+    peek = _drivers.api_peek(api, t)
     assert peek[0] == t.data_ptr() and peek[1:7] == (1, 0, 2, 2, 32, 1)
     assert peek[7] == (3, 2) and peek[8] == (1, 3) and peek[9] == 0
-    assert _capi.api_peek(api, t) == peek  # cached metadata stays valid
-    fresh = _capi.api_alloc(api, (2, 3), 2, 32, 1, 0)
+    assert _drivers.api_peek(api, t) == peek  # cached metadata stays valid
+    fresh = _drivers.api_alloc(api, (2, 3), 2, 32, 1, 0)
     assert isinstance(fresh, bridge.Tensor) and fresh.shape == (2, 3) and fresh.is_contiguous()
     fresh.fill_(1.5)
     assert fresh.tolist() == [[1.5] * 3] * 2
     with pytest.raises(RuntimeError, match="CPU"):
-        _capi.api_alloc(api, (2,), 2, 32, 2, 0)
-    vals = bridge.dlpack._export_values(t, 0)
-    back = _capi.api_to_object(api, *vals)
+        _drivers.api_alloc(api, (2,), 2, 32, 2, 0)
+    back = _drivers.api_to_object(api, t)
     assert back.data_ptr() == t.data_ptr() and back.stride() == t.stride()
     with pytest.raises(TypeError, match=r"bridge\.Tensor"):
-        _capi.api_peek(api, np.zeros(2))
+        _drivers.api_peek(api, np.zeros(2))
 
 
 def test_exchange_api_lifetimes():
     api = bridge.Tensor.__dlpack_c_exchange_api__
     t = bridge.arange(4)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = counts()
     for _ in range(100):
-        back = _capi.api_to_object(api, *bridge.dlpack._export_values(t, 0))
+        back = _drivers.api_to_object(api, t)
         del back
     after = counts()
     assert sys.getrefcount(keep) == base
@@ -532,46 +532,53 @@ def test_import_through_torch_exchange_api(torch):
     x = torch.arange(10.0)[::3]
     t = bridge.from_dlpack(x)
     assert t.data_ptr() == x.data_ptr() and t.stride() == (3,)
-    peek = _capi.api_peek(api, x)
+    peek = _drivers.api_peek(api, x)
     assert peek[0] == x.data_ptr()
-    made = _capi.api_to_object(api, *bridge.dlpack._export_values(bridge.arange(3), 0))
+    made = _drivers.api_to_object(api, bridge.arange(3))
     assert isinstance(made, torch.Tensor) and made.tolist() == [0, 1, 2]
 
 
 # ------------------------------------- views that outlive their bytes (issue 9)
 
 
-def _shrunk():
-    """A 1000-element view whose storage was shrunk to 8 bytes under it."""
+def _shrunk(view=lambda t: t):
+    """``view`` of a 1000-element tensor, made before its storage shrank to 8 bytes."""
     t = bridge.arange(1000)
+    v = view(t)
     t.untyped_storage().resize_(8)
-    return t
+    return v
 
 
 @pytest.mark.parametrize(
-    "export",
+    ("view", "export"),
     [
-        lambda t: t.__dlpack__(),
-        lambda t: t.__dlpack__(max_version=(1, 3)),
-        lambda t: t.__dlpack__(max_version=(1, 3), copy=True),
-        lambda t: t.__dlpack__(max_version=(1, 3), dl_device=(1, 0)),
-        lambda t: np.from_dlpack(t),
-        lambda t: _capi.api_peek(bridge.Tensor.__dlpack_c_exchange_api__, t),
-        lambda t: _capi.api_to_object(bridge.Tensor.__dlpack_c_exchange_api__,
-                                      *bridge.dlpack._export_values(t, 0)),
-        lambda t: t[500:].__dlpack__(max_version=(1, 3)),
-        lambda t: t.view(2, 500).t().__dlpack__(max_version=(1, 3)),
+        (None, lambda t: t.__dlpack__()),
+        (None, lambda t: t.__dlpack__(max_version=(1, 3))),
+        (None, lambda t: t.__dlpack__(max_version=(1, 3), copy=True)),
+        (None, lambda t: t.__dlpack__(max_version=(1, 3), dl_device=(1, 0))),
+        (None, lambda t: np.from_dlpack(t)),
+        (None, lambda t: _drivers.api_peek(bridge.Tensor.__dlpack_c_exchange_api__, t)),
+        (None, lambda t: _drivers.api_to_object(bridge.Tensor.__dlpack_c_exchange_api__, t)),
+        (lambda t: t[500:], lambda t: t.__dlpack__(max_version=(1, 3))),
+        (lambda t: t.view(2, 500).t(), lambda t: t.__dlpack__(max_version=(1, 3))),
     ],
     ids=["legacy", "versioned", "copy", "dl_device", "numpy", "exchange-peek", "exchange-export",
          "slice", "transposed"],
 )
-def test_views_past_a_shrunk_storage_are_not_exported(export):
-    t = _shrunk()
+def test_views_past_a_shrunk_storage_are_not_exported(view, export):
+    t = _shrunk(view or (lambda t: t))
     before = counts()
     with pytest.raises(BufferError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
         export(t)
     after = counts()
     assert after["exports"] == before["exports"]
+
+
+def test_new_views_past_a_shrunk_storage_are_refused():
+    """The one constructor checks every view against what its storage holds now."""
+    t = _shrunk()
+    with pytest.raises(RuntimeError, match=r"views bytes \[4000, 8000\) of a storage that now holds 8"):
+        t[500:]
 
 
 def test_views_inside_a_shrunk_storage_still_export():
@@ -637,7 +644,7 @@ def test_exchange_peek_arrays_outlive_set_():
     consumer may hold as long as the tensor lives, whatever set_ does."""
     api = bridge.Tensor.__dlpack_c_exchange_api__
     t = bridge.arange(24, dtype=bridge.float32).reshape(2, 3, 4)
-    peek = _capi.api_peek(api, t)
+    peek = _drivers.api_peek(api, t)
     shape_addr, strides_addr = peek[10], peek[11]
     t.set_(bridge.arange(5, dtype=bridge.float32))  # another ndim, another storage
     t.set_(bridge.zeros(7, 7))
@@ -647,7 +654,7 @@ def test_exchange_peek_arrays_outlive_set_():
         del junk
     assert list(ffi.cast("int64_t *", shape_addr)[0:3]) == [2, 3, 4]
     assert list(ffi.cast("int64_t *", strides_addr)[0:3]) == [12, 4, 1]
-    again = _capi.api_peek(api, t)
+    again = _drivers.api_peek(api, t)
     assert again[7] == (7, 7) and again[10] != shape_addr
 
 
@@ -657,9 +664,9 @@ def test_exchange_peek_refuses_read_only_tensors():
     ro.flags.writeable = False
     r = bridge.from_numpy(ro)
     with pytest.raises(BufferError, match="read-only tensor cannot be lent as a bare DLTensor"):
-        _capi.api_peek(api, r)
+        _drivers.api_peek(api, r)
     # the managed path carries READ_ONLY, so it is allowed
-    back = _capi.api_to_object(api, *bridge.dlpack._export_values(r, 0))
+    back = _drivers.api_to_object(api, r)
     assert back.is_readonly
 
 

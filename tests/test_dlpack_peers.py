@@ -4,7 +4,7 @@ Every exchange checks values *and* aliasing (same data pointer, and a write on
 one side is seen on the other wherever the consumer's array is writable), then
 layouts and dtypes over NumPy and PyTorch, read-only handling, reference
 counts, and leaks over 100,000 round trips (resident memory and the C
-counters of ``bridge._capi.stats()``).
+counters of ``bridge._C.stats()``).
 
 Peers other than NumPy are optional: each test skips where its peer is not
 installed. What the peers themselves do (copies, flags they drop, refusals)
@@ -717,7 +717,7 @@ def test_bridge_from_bridge_capsule(max_version):
 
 def test_bridge_unconsumed_capsule_is_released():
     t = bridge.arange(4)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = snapshot()
     cap = t.__dlpack__(max_version=(1, 3))
@@ -1057,7 +1057,7 @@ def test_torch_given_a_read_only_bridge_tensor():
 
 def test_refcount_export_consumed_by_numpy():
     t = bridge.arange(10, dtype=bridge.float32)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     assert keep is not None
     base = sys.getrefcount(keep)
     before = snapshot()
@@ -1105,7 +1105,7 @@ def test_refcount_chain_numpy_bridge_torch_numpy():
 
 def test_consumer_dies_before_producer():
     t = bridge.arange(100, dtype=bridge.int64)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = snapshot()
     a = np.from_dlpack(t)
@@ -1118,7 +1118,7 @@ def test_consumer_dies_before_producer():
 
 def test_consumer_outlives_producer_export():
     t = bridge.arange(100, dtype=bridge.int64)
-    keep = t.untyped_storage()._np
+    keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
     before = snapshot()
     a = np.from_dlpack(t)

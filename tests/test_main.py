@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bridge.__main__ import main
+from bridge.kit.cli import main
 
 
 def test_tour_passes(capsys):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from bridge import matrix
-from bridge.matrix import Cell, bridge_at_fault, consumers, run_cell, run_matrix
+from bridge.kit import matrix
+from bridge.kit.matrix import Cell, bridge_at_fault, consumers, run_cell, run_matrix
 
 
 def one(producer, consumer, protocol, dtype="float32", layout="contiguous", readonly=False):
@@ -142,7 +142,7 @@ def test_a_child_that_floods_stderr_does_not_hang_the_runner():
 
     cells = [Cell("numpy", "bridge", "dlpack", "float32", "contiguous", False)]
     code = (
-        "import sys, json, dataclasses, bridge.matrix as m\n"
+        "import sys, json, dataclasses, bridge.kit.matrix as m\n"
         "sys.stderr.write('x' * (4 << 20)); sys.stderr.flush()\n"
         "m._worker(json.loads(sys.stdin.read()))\n"
     )

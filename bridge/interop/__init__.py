@@ -1,4 +1,8 @@
-"""``bridge.asarray``: one entry point that picks the best protocol an object offers."""
+"""The interop layer: one module per protocol (``dlpack``, ``numpy`` for NumPy
+and buffers, ``cuda``, ``arrow``), each converting core <-> foreign object and
+owning nothing else; they import the core and never each other. This package
+module is their facade: importing it loads every protocol, and
+:func:`asarray` picks the best protocol an object offers."""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from bridge import array_interface, dlpack
-from bridge._dtypes import get_dtype, uint8
-from bridge._factories import tensor
-from bridge._storage import UntypedStorage
-from bridge._tensor import Tensor
+from bridge.core.dtypes import get_dtype, uint8
+from bridge.core.factories import tensor
+from bridge.core.native import _C
+from bridge.core.storage import UntypedStorage
+from bridge.core.tensor import Tensor
+from bridge.interop import arrow, cuda, dlpack, numpy
 
-__all__ = ["asarray"]
+__all__ = ["asarray", "arrow", "cuda", "dlpack", "numpy"]
 
 
 def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:
@@ -31,47 +36,41 @@ def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:
     avoided. A source NumPy rejects for its byte order is copied (byte-swapped)
     only with ``copy=True``.
     """
-    out = _share(obj, copy)
-    if out is None:
+    shared = _share(obj, copy)
+    if shared is None:
         if copy is False:
             raise ValueError(f"asarray(copy=False): {type(obj).__name__} exposes no memory to share")
         return tensor(obj, dtype=dtype)
+    out, fresh = shared
     if dtype is not None and out.dtype is not get_dtype(dtype):
         if copy is False:
             raise ValueError(f"asarray(copy=False): converting {out.dtype} to {dtype} needs a copy")
         return out.to(dtype)
-    if copy and out.untyped_storage().owner is not None and not _fresh(out, obj):
+    if copy and not fresh:
         return out.clone()
     return out
 
 
-def _fresh(out: Tensor, obj: Any) -> bool:
-    # True when _share already made a private copy (so copy=True needs no second one).
-    return getattr(out, "_asarray_fresh", False) is True
-
-
-def _share(obj: Any, copy: bool | None) -> Tensor | None:
+def _share(obj: Any, copy: bool | None) -> tuple[Tensor, bool] | None:
+    """(a tensor over obj's memory, whether it is already a private copy), or
+    None when obj exposes no memory."""
     out: Tensor
     if isinstance(obj, UntypedStorage):
         # As torch.frombuffer / Tensor().set_(storage): its bytes, as uint8.
-        return Tensor._make(obj, uint8, (obj.nbytes(),), (1,), 0)
-    if isinstance(obj, Tensor) or type(obj) is dlpack._CapsuleType:
-        return dlpack.from_dlpack(obj)
-    if isinstance(obj, np.ndarray):
-        if not obj.dtype.isnative and copy:
-            obj = obj.astype(obj.dtype.newbyteorder("="))
-        out = array_interface.from_numpy(obj)
-        return out
-    if hasattr(obj, "__dlpack__"):
-        return dlpack.from_dlpack(obj)
-    if hasattr(obj, "__cuda_array_interface__"):
-        return array_interface.from_cuda_array_interface(obj)
-    if _exposes_memory(obj):
+        out = _C.make_tensor(obj, uint8, (obj.nbytes(),), (1,), 0)
+        return out, False
+    if isinstance(obj, Tensor) or type(obj) is dlpack.CapsuleType:
+        return dlpack.from_dlpack(obj), False
+    if isinstance(obj, np.ndarray) or (not hasattr(obj, "__dlpack__") and _exposes_memory(obj)
+                                       and not hasattr(obj, "__cuda_array_interface__")):  # fmt: skip
         arr = np.asarray(obj)
-        if not arr.dtype.isnative and copy:
-            arr = arr.astype(arr.dtype.newbyteorder("="))
-        out = array_interface.from_numpy(arr)
-        return out
+        if not arr.dtype.isnative and copy:  # byte-swapped: only a copy can fix it
+            return numpy.from_numpy(arr.astype(arr.dtype.newbyteorder("="))), True
+        return numpy.from_numpy(arr), False
+    if hasattr(obj, "__dlpack__"):
+        return dlpack.from_dlpack(obj), False
+    if hasattr(obj, "__cuda_array_interface__"):
+        return cuda.from_cuda_array_interface(obj), False
     return None
 
 

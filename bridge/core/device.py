@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.core.native import _C
+
 __all__ = ["device"]
 
 # DLPack v1.3 DLDeviceType values and the names bridge gives them.
@@ -141,3 +143,5 @@ class device:
 
 
 CPU = device("cpu")
+# Storages name their device by DLPack (type, id); C asks for the object here.
+_C._register("device", device.from_dlpack)

@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from bridge import _dtypes
-from bridge import _strides as S
-from bridge._device import device as _device
-from bridge._dtypes import dtype
-from bridge._storage import UntypedStorage
-from bridge._tensor import (
+from bridge.core import dtypes as _dtypes
+from bridge.core import strides as S
+from bridge.core.device import device as _device
+from bridge.core.dtypes import dtype
+from bridge.core.native import _C
+from bridge.core.storage import UntypedStorage
+from bridge.core.tensor import (
     Tensor,
     _empty,
     _from_numpy_copy,
@@ -60,9 +61,12 @@ def _new(
     fmt: memory_format = contiguous_format,
     zeroed: bool = False,
 ) -> Tensor:
+    the_dtype: dtype = _dtypes.float32 if dt is None else dt if type(dt) is dtype else _dtypes.get_dtype(dt)
+    if dev is None and fmt is contiguous_format:
+        out: Tensor = _C.new_empty(size, the_dtype, zeroed)  # the common call, all in C
+        return out
     _cpu_only(dev)
     shape = _shape_of(size)
-    the_dtype = _dtypes.float32 if dt is None else _dtypes.get_dtype(dt)
     return _empty(shape, the_dtype, _layout_strides(shape, S.contiguous_strides(shape), fmt), zeroed)
 
 
@@ -149,7 +153,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """
     _cpu_only(device)
     if isinstance(data, UntypedStorage):  # its bytes, as uint8 (not a list of ints)
-        data = Tensor._make(data, _dtypes.uint8, (data.nbytes(),), (1,), 0)
+        data = _C.make_tensor(data, _dtypes.uint8, (data.nbytes(),), (1,), 0)
     if isinstance(data, Tensor):
         if dtype is None:
             return data.clone(memory_format=contiguous_format)
@@ -187,8 +191,9 @@ def empty_strided(size: Any, stride: Any, *, dtype: Any = None, device: Any = No
         raise ValueError(f"empty_strided: negative strides are not supported, got {strides}")
     dt = _dtypes.float32 if dtype is None else _dtypes.get_dtype(dtype)
     _, hi = S.extent(shape, strides, 0)
-    storage = UntypedStorage._allocate(hi * dt.itemsize)
-    return Tensor._make(storage, dt, shape, strides, 0)
+    storage = UntypedStorage(hi * dt.itemsize)
+    out: Tensor = _C.make_tensor(storage, dt, shape, strides, 0)
+    return out
 
 
 def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:

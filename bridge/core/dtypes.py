@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from bridge.core.native import _C
+
 __all__ = [
     "dtype",
     "promote_types",
@@ -63,7 +65,7 @@ _INT, _UINT, _FLOAT, _BFLOAT, _COMPLEX, _BOOL = 0, 1, 2, 4, 5, 6
 _BOOL_K, _INT_K, _FLOAT_K, _COMPLEX_K = 0, 1, 2, 3  # promotion categories
 
 
-class dtype:
+class dtype(_C.DTypeBase):
     """A tensor element type (``bridge.float32``, ``bridge.bfloat16``, ...).
 
     Instances are singletons compared by identity. Attributes:
@@ -75,33 +77,20 @@ class dtype:
     ``numpy_dtype`` (a ``numpy.dtype``; raises TypeError naming ml_dtypes when
     the type needs it and it is missing) and ``bit_numpy_dtype`` (an unsigned
     integer dtype of the same size, used to move bits without interpreting them).
+    The C part (``bridge._C.DTypeBase``) holds what the C core reads.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_kind",
-        "_np",
-        "_np_name",
-        "_rank",
-        "_signed",
-        "arrow_format",
-        "dlpack",
-        "itemsize",
-        "name",
-    )
+    __slots__ = ("__weakref__", "_np", "_np_name", "_rank", "name")
 
     name: str
-    itemsize: builtins.int
-    dlpack: tuple[builtins.int, builtins.int, builtins.int]
-    arrow_format: str | None
-    _kind: builtins.int
-    _signed: builtins.bool
     _np_name: str
     _np: np.dtype[Any] | None
     _rank: builtins.int
 
-    def __init__(self) -> None:
-        raise TypeError("bridge.dtype cannot be instantiated; use bridge.float32 etc.")
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Instances come from _make only (DTypeBase.__new__ registers them).
+        if not hasattr(self, "_rank"):
+            raise TypeError("bridge.dtype cannot be instantiated; use bridge.float32 etc.")
 
     @classmethod
     def _make(
@@ -115,14 +104,12 @@ class dtype:
         np_name: str,
         arrow_format: str | None,
         rank: builtins.int,
+        buffer_format: str = "",
+        typekind: str = "",
     ) -> dtype:
-        self = object.__new__(cls)
+        self: dtype = _C.DTypeBase.__new__(cls, code, bits, itemsize, kind, signed, buffer_format,
+                                           typekind, arrow_format or "")  # fmt: skip
         self.name = name
-        self.itemsize = itemsize
-        self.dlpack = (code, bits, 1)
-        self.arrow_format = arrow_format
-        self._kind = kind
-        self._signed = signed
         self._np_name = np_name
         self._np = None
         self._rank = rank
@@ -232,22 +219,23 @@ _BIT_DTYPES: dict[builtins.int, np.dtype[Any]] = {
 }
 
 _D = dtype._make
-# name, itemsize, dlpack code, bits, kind, signed, numpy name, arrow format, rank
-bool = _D("bool", 1, _BOOL, 8, _BOOL_K, False, "bool", "c", 0)
-uint8 = _D("uint8", 1, _UINT, 8, _INT_K, False, "uint8", "C", 1)
-int8 = _D("int8", 1, _INT, 8, _INT_K, True, "int8", "c", 1)
-int16 = _D("int16", 2, _INT, 16, _INT_K, True, "int16", "s", 2)
-int32 = _D("int32", 4, _INT, 32, _INT_K, True, "int32", "i", 3)
-int64 = _D("int64", 8, _INT, 64, _INT_K, True, "int64", "l", 4)
-uint16 = _D("uint16", 2, _UINT, 16, _INT_K, False, "uint16", "S", 2)
-uint32 = _D("uint32", 4, _UINT, 32, _INT_K, False, "uint32", "I", 3)
-uint64 = _D("uint64", 8, _UINT, 64, _INT_K, False, "uint64", "L", 4)
-float16 = _D("float16", 2, _FLOAT, 16, _FLOAT_K, True, "float16", "e", 1)
+# name, itemsize, dlpack code, bits, kind, signed, numpy name, arrow format, rank,
+# PEP 3118 buffer format, NumPy array-interface kind
+bool = _D("bool", 1, _BOOL, 8, _BOOL_K, False, "bool", "c", 0, "?", "b")
+uint8 = _D("uint8", 1, _UINT, 8, _INT_K, False, "uint8", "C", 1, "B", "u")
+int8 = _D("int8", 1, _INT, 8, _INT_K, True, "int8", "c", 1, "b", "i")
+int16 = _D("int16", 2, _INT, 16, _INT_K, True, "int16", "s", 2, "h", "i")
+int32 = _D("int32", 4, _INT, 32, _INT_K, True, "int32", "i", 3, "i", "i")
+int64 = _D("int64", 8, _INT, 64, _INT_K, True, "int64", "l", 4, "q", "i")
+uint16 = _D("uint16", 2, _UINT, 16, _INT_K, False, "uint16", "S", 2, "H", "u")
+uint32 = _D("uint32", 4, _UINT, 32, _INT_K, False, "uint32", "I", 3, "I", "u")
+uint64 = _D("uint64", 8, _UINT, 64, _INT_K, False, "uint64", "L", 4, "Q", "u")
+float16 = _D("float16", 2, _FLOAT, 16, _FLOAT_K, True, "float16", "e", 1, "e", "f")
 bfloat16 = _D("bfloat16", 2, _BFLOAT, 16, _FLOAT_K, True, "ml_dtypes.bfloat16", None, 1)
-float32 = _D("float32", 4, _FLOAT, 32, _FLOAT_K, True, "float32", "f", 2)
-float64 = _D("float64", 8, _FLOAT, 64, _FLOAT_K, True, "float64", "g", 3)
-complex64 = _D("complex64", 8, _COMPLEX, 64, _COMPLEX_K, True, "complex64", None, 2)
-complex128 = _D("complex128", 16, _COMPLEX, 128, _COMPLEX_K, True, "complex128", None, 3)
+float32 = _D("float32", 4, _FLOAT, 32, _FLOAT_K, True, "float32", "f", 2, "f", "f")
+float64 = _D("float64", 8, _FLOAT, 64, _FLOAT_K, True, "float64", "g", 3, "d", "f")
+complex64 = _D("complex64", 8, _COMPLEX, 64, _COMPLEX_K, True, "complex64", None, 2, "Zf", "c")
+complex128 = _D("complex128", 16, _COMPLEX, 128, _COMPLEX_K, True, "complex128", None, 3, "Zd", "c")
 
 
 def _f8(name: str, code: builtins.int, bits: builtins.int = 8, signed: builtins.bool = True) -> dtype:
@@ -265,6 +253,10 @@ float8_e8m0fnu = _f8("float8_e8m0fnu", 14, signed=False)
 float6_e2m3fn = _f8("float6_e2m3fn", 15, bits=6)
 float6_e3m2fn = _f8("float6_e3m2fn", 16, bits=6)
 float4_e2m1fn = _f8("float4_e2m1fn", 17, bits=4)
+
+# The unsigned type of each item size, to move bits without interpreting them
+# (complex128 for 16 bytes: NumPy copies it bit for bit).
+_BITS: dict[builtins.int, dtype] = {1: uint8, 2: uint16, 4: uint32, 8: uint64, 16: complex128}
 
 # PyTorch's aliases.
 half, float, double = float16, float32, float64

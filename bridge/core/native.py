@@ -1,0 +1,30 @@
+"""The C core, loaded once: ``bridge._C`` (the object types and the protocol
+functions) and ``bridge._drivers`` (test and conformance drivers).
+
+``bridge._native`` is the cffi extension compiled from ``cdefs/``. cffi cannot
+pass Python objects, so its only role here is to call ``bridge_init``, which
+creates the two CPython modules in ``sys.modules``; everything after that is
+ordinary CPython code with no cffi conversion on the way.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from bridge._native import lib
+
+if platform.python_implementation() != "CPython":  # pragma: no cover
+    raise ImportError("bridge's native layer needs CPython (it uses the CPython C API)")
+if lib.bridge_init() != 0:  # pragma: no cover - the C error was printed
+    raise ImportError("bridge._native failed to create bridge._C")
+
+from bridge import _C, _drivers
+
+__all__ = ["_C", "_drivers", "stats"]
+
+
+def stats() -> dict[str, int]:
+    """Counters kept in C: DLPack exports made and their deleters run, imports
+    made and their guards released, test-deleter calls, and the same for Arrow
+    (exports, releases, imports, import releases)."""
+    return _C.stats()

@@ -1,0 +1,356 @@
+"""UntypedStorage: a flat run of bytes on a device, kept alive by one owner object.
+
+The model is ``torch.UntypedStorage``: tensors are views of a storage, and a
+storage is one ownership record ``(data pointer, nbytes, device, read-only,
+owner)`` held in C (``bridge._C.StorageBase``). The owner is the single
+Python object whose life keeps the memory valid (see
+:mod:`bridge.core.owners`); exporters hold it, never the storage.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import operator
+import os
+from typing import Any
+
+import numpy as np
+
+from bridge.core import dtypes as _dtypes
+from bridge.core.device import device
+from bridge.core.native import _C
+from bridge.core.owners import FileMapping, SharedMemoryBlock
+
+__all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes"]
+
+_U8 = np.dtype(np.uint8)
+
+# The largest byte count a storage can have: sizes are int64 in DLPack and
+# Arrow, and Py_ssize_t in CPython's buffers.
+MAX_NBYTES = 2**63 - 1
+
+
+def check_nbytes(nbytes: int, what: str = "storage size") -> int:
+    """``nbytes`` when it is a valid byte count; ValueError naming it otherwise."""
+    if nbytes < 0:
+        raise ValueError(f"{what} must be non-negative, got {nbytes}")
+    if nbytes > MAX_NBYTES:
+        raise ValueError(
+            f"{what} of {nbytes} bytes is larger than the {MAX_NBYTES} bytes (2**63 - 1) a "
+            "storage can address"
+        )
+    return nbytes
+
+
+class UntypedStorage(_C.StorageBase):
+    """A contiguous block of bytes on a device, shared by every tensor that views it.
+
+    ``UntypedStorage(n)`` allocates ``n`` uninitialised bytes (64-byte aligned);
+    ``UntypedStorage(seq)`` copies a sequence of byte values. Zero-copy
+    constructors: :meth:`from_buffer`, :meth:`from_file`; interop modules make
+    storages over foreign memory with an owner that keeps it alive.
+
+    Writes to a read-only storage raise ValueError. Storages bridge allocated
+    are resizable; resizing foreign memory raises ValueError.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, size: Any = 0, *, device: Any = "cpu") -> None:
+        dev = _as_device(device)
+        if dev.type != "cpu":
+            raise RuntimeError(
+                f"bridge allocates only CPU memory; {dev} memory enters through DLPack or "
+                "__cuda_array_interface__"
+            )
+        data: np.ndarray[Any, Any] | None = None
+        try:
+            nbytes = operator.index(size)
+        except TypeError:
+            data = _bytes_from_sequence(size)
+            nbytes = data.size
+        self._allocate(check_nbytes(nbytes))
+        if data is not None:
+            self._host_array()[:] = data
+
+    @classmethod
+    def _new(cls, data: int, nbytes: int, owner: Any, **record: Any) -> UntypedStorage:
+        """A storage with the given ownership record (see ``StorageBase._adopt``)."""
+        self = cls.__new__(cls)
+        self._adopt(data, nbytes, owner, **record)
+        return self
+
+    # ------------------------------------------------------------ factories
+
+    @classmethod
+    def from_buffer(cls, buffer: Any, *, offset: int = 0, count: int = -1) -> UntypedStorage:
+        """A zero-copy storage over ``count`` bytes (all by default) of a
+        C-contiguous buffer-protocol object, starting ``offset`` bytes in.
+
+        The storage keeps ``buffer`` alive (exported, so it cannot resize) and
+        is read-only when the buffer is (``bytes`` stay immutable). Unlike
+        ``torch.UntypedStorage.from_buffer``, nothing is copied. Raises
+        TypeError for objects without the buffer protocol, ValueError for
+        non-contiguous buffers and out-of-range offset/count.
+        """
+        try:
+            mv = memoryview(buffer)
+        except TypeError:
+            raise TypeError(
+                f"from_buffer() needs an object with the buffer protocol, got {type(buffer).__name__}"
+            ) from None
+        if not mv.c_contiguous:
+            raise ValueError("from_buffer() needs a C-contiguous buffer; this one is strided")
+        total = mv.nbytes
+        offset = operator.index(offset)
+        count = operator.index(count)
+        if not 0 <= offset <= total:
+            raise ValueError(f"offset {offset} is outside a buffer of {total} bytes")
+        if count < 0:
+            if count != -1:
+                raise ValueError(f"count must be -1 or non-negative, got {count}")
+            count = total - offset
+        if offset + count > total:
+            raise ValueError(f"offset {offset} + count {count} exceeds the buffer's {total} bytes")
+        owner = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=_U8)
+        ptr = owner.__array_interface__["data"][0] + offset
+        return cls._new(ptr, count, owner, readonly=mv.readonly)
+
+    @classmethod
+    def from_file(cls, filename: str | os.PathLike[str], shared: bool = False, size: int = 0) -> UntypedStorage:
+        """A storage that memory-maps ``size`` bytes of a file (all of it when ``size`` is 0).
+
+        ``shared=True`` maps the file shared: writes reach the file and other
+        mappings, and the file is created or extended to ``size`` bytes when
+        needed. ``shared=False`` maps it copy-on-write: writes stay private and
+        the file is never modified (it needs to exist and hold ``size`` bytes).
+        Raises FileNotFoundError/PermissionError from the OS, IsADirectoryError
+        for a directory, and ValueError for a negative size or a file too small.
+        """
+        path = os.fspath(filename)
+        size = operator.index(size)
+        if size < 0:
+            raise ValueError(f"size must be non-negative, got {size}")
+        if os.path.isdir(path):
+            raise IsADirectoryError(
+                errno.EISDIR, f"from_file() maps a regular file, but {path!r} is a directory", path
+            )
+        flags = (os.O_RDWR | os.O_CREAT) if shared else os.O_RDONLY
+        fd = os.open(path, flags, 0o644)
+        try:
+            file_size = os.fstat(fd).st_size
+            if size == 0:
+                size = file_size
+            elif size > file_size:
+                if not shared:
+                    raise ValueError(
+                        f"file {path!r} holds {file_size} bytes, fewer than the {size} asked for "
+                        "(shared=False never extends a file)"
+                    )
+                os.ftruncate(fd, size)
+            if size == 0:
+                empty = cls(0)
+                empty._adopt(empty.data_ptr(), 0, empty.owner, filename=path, shared=shared)
+                return empty
+            access = mmap.ACCESS_WRITE if shared else mmap.ACCESS_COPY
+            mm = mmap.mmap(fd, size, access=access)
+        finally:
+            os.close(fd)
+        owner = FileMapping(mm, path)
+        return cls._new(owner.address, size, owner, filename=path, shared=shared)
+
+    # ---------------------------------------------------------- properties
+
+    def __len__(self) -> int:
+        return self.nbytes()
+
+    def element_size(self) -> int:
+        """Always 1: the elements of an untyped storage are bytes."""
+        return 1
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the memory is CUDA device memory."""
+        return self._dlpack_device[0] == 2
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the memory is ordinary host memory."""
+        return self._dlpack_device[0] == 1
+
+    def is_pinned(self) -> bool:
+        """Always False: bridge does not page-lock memory."""
+        return False
+
+    # -------------------------------------------------------------- access
+
+    def _host_array(self) -> np.ndarray[Any, Any]:
+        """A uint8 NumPy array over the bytes (through the storage's buffer,
+        which holds the owner); RuntimeError off the host."""
+        if not self._host_accessible:
+            raise RuntimeError(f"storage on {self.device} cannot be read or written from the host")
+        arr: np.ndarray[Any, Any] = np.frombuffer(memoryview(self), dtype=_U8)
+        return arr
+
+    def _check_writable(self) -> None:
+        if self.is_readonly:
+            raise ValueError("cannot write to a read-only storage (the memory was borrowed read-only)")
+
+    def __getitem__(self, idx: Any) -> Any:
+        """``s[i]`` is the byte value at ``i``; ``s[a:b]`` is a storage viewing those bytes."""
+        n = self.nbytes()
+        if isinstance(idx, slice):
+            start, stop, step = idx.indices(n)
+            if step != 1:
+                raise ValueError("storage slices must have step 1")
+            stop = max(stop, start)
+            if not self._host_accessible:
+                self._host_array()  # raises the RuntimeError
+            return UntypedStorage._new(
+                self.data_ptr() + start, stop - start, self.owner, readonly=self.is_readonly,
+                filename=self.filename, shared=self.is_shared(),
+            )  # fmt: skip
+        i = operator.index(idx)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for storage of size {n}")
+        return int(self._host_array()[i])
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        """Set byte(s): ``s[i] = 7``, ``s[a:b] = 0`` or a sequence of byte values."""
+        self._check_writable()
+        arr = self._host_array()
+        if not isinstance(idx, slice):
+            n = self.nbytes()
+            i = operator.index(idx)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} out of range for storage of size {n}")
+        arr[idx] = _byte_values(value)
+
+    def tolist(self) -> list[int]:
+        """The bytes as a list of ints."""
+        out: list[int] = self._host_array().tolist()
+        return out
+
+    # ------------------------------------------------------------- copies
+
+    def fill_(self, value: int) -> UntypedStorage:
+        """Set every byte to ``value`` (0..255) in place; returns self."""
+        self._check_writable()
+        self._host_array()[...] = _byte_values(value)
+        return self
+
+    def copy_(self, src: UntypedStorage, non_blocking: bool = False) -> UntypedStorage:
+        """Copy the bytes of ``src`` (same size) into this storage; returns self."""
+        if not isinstance(src, UntypedStorage):
+            raise TypeError(f"copy_() expects an UntypedStorage, got {type(src).__name__}")
+        if src.nbytes() != self.nbytes():
+            raise ValueError(f"copy_(): size mismatch, {src.nbytes()} bytes into {self.nbytes()}")
+        self._check_writable()
+        np.copyto(self._host_array(), src._host_array())
+        return self
+
+    def clone(self) -> UntypedStorage:
+        """A new, resizable CPU storage holding a copy of the bytes."""
+        out = UntypedStorage(self.nbytes())
+        np.copyto(out._host_array(), self._host_array())
+        return out
+
+    def cpu(self) -> UntypedStorage:
+        """This storage when it is on the CPU; RuntimeError otherwise."""
+        if self.is_cpu:
+            return self
+        raise RuntimeError(f"copying {self.device} memory to the host is not supported here")
+
+    def byteswap(self, dtype: Any) -> None:
+        """Reverse the byte order of every element of ``dtype`` in place (complex
+        types swap each real/imaginary half). ValueError if the size is not a
+        multiple of the element size."""
+        dt = _dtypes.get_dtype(dtype)
+        width = dt.itemsize // 2 if dt.is_complex else dt.itemsize
+        if self.nbytes() % dt.itemsize:
+            raise ValueError(f"storage of {self.nbytes()} bytes is not a whole number of {dt} elements")
+        self._check_writable()
+        if width > 1:
+            self._host_array().view(_dtypes._BIT_DTYPES[width]).byteswap(inplace=True)
+
+    def resize_(self, nbytes: int) -> UntypedStorage:
+        """Resize in place, keeping the first min(old, new) bytes; new bytes are
+        uninitialised. The data pointer changes; what was exported keeps the
+        old bytes alive, and views that now reach past the end raise when used.
+        Only storages bridge allocated can be resized: foreign, mapped and
+        shared storages raise ValueError."""
+        nbytes = check_nbytes(operator.index(nbytes))
+        if not self.resizable():
+            raise ValueError(
+                f"cannot resize a storage that bridge did not allocate (owner: "
+                f"{type(self.owner).__name__}); clone() it first"
+            )
+        old = self._host_array()  # holds the old owner until the copy is made
+        self._allocate(nbytes)
+        keep = min(nbytes, old.size)
+        self._host_array()[:keep] = old[:keep]
+        return self
+
+    def share_memory_(self) -> UntypedStorage:
+        """Move the bytes into POSIX shared memory (mode 0600) in place; no-op when
+        already shared. Like PyTorch, the data pointer changes. Only storages
+        bridge allocated move: for foreign memory the move would silently cut
+        the link with its owner, so ValueError is raised (clone() first)."""
+        if self.is_shared():
+            return self
+        if not self.resizable():
+            raise ValueError(
+                "share_memory_() would copy memory owned by "
+                f"{type(self.owner).__name__} and cut the link with it; clone() it first"
+            )
+        n = self.nbytes()
+        block = SharedMemoryBlock(n)
+        old = self._host_array()
+        self._adopt(block.address, n, block, shared=True)
+        self._host_array()[:] = old
+        return self
+
+    # ---------------------------------------------------------------- repr
+
+    def __repr__(self) -> str:
+        n = self.nbytes()
+        head = f"[bridge.UntypedStorage(device={self.device}) of size {n}]"
+        if not self._host_accessible:
+            return head
+        values = self._host_array()
+        if n > 1000:
+            lines = [f" {v}" for v in values[:3].tolist()] + [" ..."]
+            lines += [f" {v}" for v in values[-3:].tolist()]
+        else:
+            lines = [f" {v}" for v in values.tolist()]
+        return "\n".join([*lines, head])
+
+
+_C._register("storage_class", UntypedStorage)
+
+
+def _as_device(spec: Any) -> device:
+    return spec if isinstance(spec, device) else device(spec)
+
+
+def _byte_values(value: Any) -> np.ndarray[Any, Any]:
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"storage bytes must be integers in 0..255, got {value!r}")
+    if arr.size and (arr.min() < 0 or arr.max() > 255):
+        raise ValueError(f"byte values must be in 0..255, got {value!r}")
+    out: np.ndarray[Any, Any] = arr.astype(_U8, copy=False)
+    return out
+
+
+def _bytes_from_sequence(seq: Any) -> np.ndarray[Any, Any]:
+    if isinstance(seq, (bytes, bytearray, memoryview)):
+        return np.frombuffer(bytes(seq), dtype=_U8)
+    if not hasattr(seq, "__iter__"):
+        raise TypeError(f"UntypedStorage() expects a size or a sequence of bytes, got {seq!r}")
+    arr = _byte_values(list(seq))
+    if arr.ndim != 1:
+        raise ValueError("UntypedStorage() expects a flat sequence of byte values")
+    return arr
+

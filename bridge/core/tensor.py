@@ -1,0 +1,641 @@
+"""Tensor: a typed, strided view of an UntypedStorage.
+
+A tensor is ``(storage, dtype, shape, strides, storage_offset)`` with strides and
+offset in elements, as in PyTorch, held in C by ``bridge._C.TensorBase``; this
+class adds the methods written in Python. The everyday view ops, ``item``,
+``tolist``, scalar stores and dense clones are C methods of the base; what they
+do not cover comes back here (the ``_*_slow`` methods). Views computed here use
+the pure functions of :mod:`bridge.core.strides` and the one C constructor.
+Copies use NumPy as the kernel over a strided NumPy view of the storage.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from bridge.core import dtypes as _dtypes
+from bridge.core import strides as S
+from bridge.core.device import device
+from bridge.core.dtypes import dtype
+from bridge.core.native import _C
+from bridge.core.printing import format_tensor
+from bridge.core.storage import UntypedStorage
+
+__all__ = [
+    "Tensor",
+    "memory_format",
+    "contiguous_format",
+    "channels_last",
+    "channels_last_3d",
+    "preserve_format",
+    "DEVICE_KERNELS",
+    "PROTOCOLS",
+]
+
+_Bool = builtins.bool
+_Int = builtins.int
+_Float = builtins.float
+_DType = dtype  # inside Tensor, `dtype` names the property
+
+
+class memory_format:
+    """A tensor memory layout, as ``torch.memory_format``: ``contiguous_format``,
+    ``channels_last`` (NHWC strides for a 4-d NCHW tensor), ``channels_last_3d``
+    (NDHWC for 5-d) and ``preserve_format`` (keep the input's dim order)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"bridge.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+_C._register("contiguous_format", contiguous_format)
+
+# Copy kernels for memory the host cannot touch, by device type, registered by
+# the interop module that knows a library for it (bridge.interop.cuda: CuPy).
+DEVICE_KERNELS: dict[str, dict[str, Callable[..., Any]]] = {}
+# Protocol attributes provided by interop modules, which the core cannot
+# import (bridge.interop.cuda: "cuda_array_interface").
+PROTOCOLS: dict[str, Callable[..., Any]] = {}
+
+
+def _is_advanced_key(k: Any) -> _Bool:
+    return isinstance(k, (list, np.ndarray, Tensor, _Bool, np.bool_))
+
+
+class Tensor(_C.TensorBase):
+    """A strided view of an :class:`UntypedStorage` with an element :class:`dtype`.
+
+    Make tensors with the factories (``bridge.tensor``, ``empty``, ``zeros``,
+    ``arange``, ...) or the interop functions; the constructor is private.
+    Every view shares the storage, so a write through one view is seen by all.
+    Writing through a read-only tensor (memory borrowed read-only) raises
+    ValueError; reading memory that is not host-accessible raises RuntimeError.
+    """
+
+    __slots__ = ()
+
+    # ------------------------------------------------------ views (Python)
+
+    def _derived(self, shape: Sequence[_Int], strides: Sequence[_Int], offset: _Int,
+                 dt: dtype | None = None) -> Tensor:  # fmt: skip
+        """A view computed from this one (RuntimeError if it leaves the storage)."""
+        out: Tensor = _C.make_tensor(self._storage, self._dtype if dt is None else dt,
+                                     tuple(shape), tuple(strides), offset, True)  # fmt: skip
+        return out
+
+    def _getitem_slow(self, key: Any) -> Tensor:
+        """Indexing the C path does not cover: advanced keys (a copy, NumPy's semantics)."""
+        parts = key if type(key) is tuple else (key,)
+        if any(_is_advanced_key(k) for k in parts):
+            picked = self._np_view()[_numpy_key(parts)]
+            return _from_numpy_copy(np.asarray(picked), self._dtype)
+        shape, strides, offset = S.apply_index(self._shape, self._strides, self._offset, key)
+        return self._derived(shape, strides, offset)
+
+    def _setitem_slow(self, key: Any, value: Any) -> None:
+        self._check_writable()
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(_is_advanced_key(k) for k in parts):
+            target = self._np_view()
+            target[_numpy_key(parts)] = _as_numpy_operand(value)
+            return
+        shape, strides, offset = S.apply_index(self._shape, self._strides, self._offset, key)
+        self._derived(shape, strides, offset).copy_(value)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self.shape[0]):
+            yield self.select(0, i)
+
+    def _view_dtype(self, arg: Any) -> Tensor:
+        """``view(dtype)``: the same bytes as another element type."""
+        new, old = _dtypes.get_dtype(arg), self._dtype
+        shape, strides, offset = self._shape, self._strides, self._offset
+        if new.itemsize == old.itemsize:
+            return self._derived(shape, strides, offset, new)
+        if not shape:
+            raise ValueError(
+                f"cannot view a 0-d {old} tensor as {new}: the element sizes differ "
+                f"({old.itemsize} vs {new.itemsize} bytes)"
+            )
+        if strides[-1] != 1 and shape[-1] != 1:
+            raise ValueError(f"viewing {old} as {new} needs the last dimension to have stride 1, got strides {strides}")
+        if new.itemsize < old.itemsize:
+            r = old.itemsize // new.itemsize
+            return self._derived((*shape[:-1], shape[-1] * r), (*(s * r for s in strides[:-1]), 1),
+                                 offset * r, new)  # fmt: skip
+        r = new.itemsize // old.itemsize
+        if shape[-1] % r:
+            raise ValueError(f"viewing {old} as {new}: the last dimension ({shape[-1]}) must be a multiple of {r}")
+        if offset % r:
+            raise ValueError(f"viewing {old} as {new}: the storage offset ({offset}) must be a multiple of {r}")
+        if any(s % r for s in strides[:-1]):
+            raise ValueError(f"viewing {old} as {new}: every stride but the last must be a multiple of {r}, got {strides}")
+        return self._derived((*shape[:-1], shape[-1] // r), (*(s // r for s in strides[:-1]), 1),
+                             offset // r, new)  # fmt: skip
+
+    def _reshape_copy(self, shape: tuple[_Int, ...]) -> Tensor:
+        """``reshape`` when no view exists: a contiguous copy, viewed."""
+        out: Tensor = self.contiguous().view(shape)
+        return out
+
+    def _is_contiguous_slow(self, memory_format: memory_format) -> _Bool:
+        if memory_format is contiguous_format:
+            return S.is_contiguous(self._shape, self._strides)
+        if memory_format is channels_last:
+            return self.ndim == 4 and S.is_channels_last(self._shape, self._strides)
+        if memory_format is channels_last_3d:
+            return self.ndim == 5 and S.is_channels_last(self._shape, self._strides)
+        raise ValueError(f"is_contiguous() does not take {memory_format!r}")
+
+    def is_non_overlapping_and_dense(self) -> _Bool:
+        """Whether the elements fill a contiguous block exactly once, in some dim order."""
+        return S.is_non_overlapping_and_dense(self._shape, self._strides)
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        """A view with the dims in ``source`` moved to the positions in ``destination``."""
+        nd = self.ndim
+        src = [S.wrap_dim(d, nd) for d in (source if isinstance(source, Sequence) else [source])]
+        dst = [S.wrap_dim(d, nd) for d in (destination if isinstance(destination, Sequence) else [destination])]
+        if len(src) != len(dst):
+            raise ValueError("movedim: source and destination must have the same number of dims")
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ValueError("movedim: repeated dim in source or destination")
+        order: list[_Int | None] = [None] * nd
+        for s, d in zip(src, dst):
+            order[d] = s
+        rest = iter(d for d in range(nd) if d not in src)
+        perm = [o if o is not None else next(rest) for o in order]
+        return self.permute(perm)
+
+    moveaxis = movedim
+
+    def unflatten(self, dim: _Int, sizes: Sequence[_Int]) -> Tensor:
+        """A view with ``dim`` split into ``sizes`` (one may be -1)."""
+        shape, strides = self._shape, self._strides
+        d = S.wrap_dim(dim, len(shape))
+        sizes_t = S.as_shape((sizes,), "sizes")
+        if not sizes_t:
+            raise ValueError("unflatten: sizes must be non-empty")
+        sizes_t = S.infer_size(sizes_t, shape[d])
+        inner = tuple(s * strides[d] for s in S.contiguous_strides(sizes_t))
+        return self._derived((*shape[:d], *sizes_t, *shape[d + 1 :]),
+                             (*strides[:d], *inner, *strides[d + 1 :]), self._offset)  # fmt: skip
+
+    def unfold(self, dimension: _Int, size: _Int, step: _Int) -> Tensor:
+        """A view of all windows of ``size`` entries of ``dimension``, ``step`` apart,
+        as a new last dim (PyTorch's ``Tensor.unfold``)."""
+        shape, strides = list(self._shape), list(self._strides)
+        nd = len(shape)
+        d = S.wrap_dim(dimension, nd)
+        size, step = operator.index(size), operator.index(step)
+        if step <= 0:
+            raise ValueError(f"unfold: step must be positive, got {step}")
+        dim_size = shape[d] if nd else 1
+        if size < 0 or size > dim_size:
+            raise ValueError(f"unfold: size {size} exceeds dimension {d} of size {dim_size}")
+        if nd == 0:
+            return self._derived((size,), (1,), self._offset)
+        inner = strides[d]
+        shape[d] = (dim_size - size) // step + 1
+        strides[d] = inner * step
+        return self._derived((*shape, size), (*strides, inner), self._offset)
+
+    def diagonal(self, offset: _Int = 0, dim1: _Int = 0, dim2: _Int = 1) -> Tensor:
+        """A view of the diagonal of the (dim1, dim2) planes, appended as the last dim."""
+        shape, strides = self._shape, self._strides
+        nd = len(shape)
+        if nd < 2:
+            raise ValueError(f"diagonal() needs at least 2 dimensions, got {nd}")
+        a, b = S.wrap_dim(dim1, nd), S.wrap_dim(dim2, nd)
+        if a == b:
+            raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        offset = operator.index(offset)
+        if offset >= 0:
+            n = max(min(shape[a], shape[b] - offset), 0)
+            start = offset * strides[b]
+        else:
+            n = max(min(shape[a] + offset, shape[b]), 0)
+            start = -offset * strides[a]
+        keep = [d for d in range(nd) if d not in (a, b)]
+        return self._derived((*(shape[d] for d in keep), n), (*(strides[d] for d in keep), strides[a] + strides[b]),
+                             self._offset + (start if n else 0))  # fmt: skip
+
+    def as_strided(self, size: Any, stride: Any, storage_offset: _Int | None = None) -> Tensor:
+        """A view with arbitrary geometry over the same storage; ValueError if any
+        element would fall outside the storage."""
+        off = self._offset if storage_offset is None else operator.index(storage_offset)
+        out: Tensor = _C.make_tensor(self._storage, self._dtype, S.as_shape((size,), "size"),
+                                     S.as_shape((stride,), "stride"), off)  # fmt: skip
+        return out
+
+    def split(self, split_size_or_sections: Any, dim: _Int = 0) -> tuple[Tensor, ...]:
+        """Views of consecutive pieces along ``dim``: pieces of ``split_size`` (the
+        last may be smaller), or of the listed sizes (which must sum to the dim)."""
+        d = S.wrap_dim(dim, self.ndim)
+        size = self._shape[d]
+        if isinstance(split_size_or_sections, (list, tuple)):
+            sections = [operator.index(s) for s in split_size_or_sections]
+            if any(s < 0 for s in sections) or sum(sections) != size:
+                raise ValueError(
+                    f"split sizes {sections} must be non-negative and sum to the size of "
+                    f"dimension {d} ({size})"
+                )
+        else:
+            step = operator.index(split_size_or_sections)
+            if step <= 0 and not (step == 0 and size == 0):
+                raise ValueError(f"split size must be positive, got {step}")
+            sections = [min(step, size - i) for i in range(0, size, step)] if size else [0]
+        out = []
+        start = 0
+        for n in sections:
+            out.append(self.narrow(d, start, n))
+            start += n
+        return tuple(out)
+
+    def chunk(self, chunks: _Int, dim: _Int = 0) -> tuple[Tensor, ...]:
+        """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
+        chunks = operator.index(chunks)
+        if chunks <= 0:
+            raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        d = S.wrap_dim(dim, self.ndim)
+        size = self._shape[d]
+        if size == 0:  # PyTorch returns `chunks` empty pieces here
+            return tuple(self.narrow(d, 0, 0) for _ in range(chunks))
+        return self.split(math.ceil(size / chunks), d)
+
+    def unbind(self, dim: _Int = 0) -> tuple[Tensor, ...]:
+        """The views ``select(dim, i)`` for every i."""
+        d = S.wrap_dim(dim, self.ndim)
+        return tuple(self.select(d, i) for i in range(self._shape[d]))
+
+    def set_(self, source: Any = None, storage_offset: _Int = 0, size: Any = None, stride: Any = None) -> Tensor:
+        """Repoint this tensor (in place) at ``source``: a storage (with the given
+        offset, size and stride; default: all of it as 1-d), a tensor (its
+        storage and geometry) or None (an empty storage). ValueError when the
+        geometry leaves the storage."""
+        if source is None:
+            source = UntypedStorage(0)
+        if isinstance(source, Tensor):
+            if size is None:
+                self._set_geometry(source._storage, source._dtype, source._shape, source._strides, source._offset)
+                return self
+            source = source._storage
+        if not isinstance(source, UntypedStorage):
+            raise TypeError(f"set_() expects an UntypedStorage or Tensor, got {type(source).__name__}")
+        off = operator.index(storage_offset)
+        if size is None:
+            shape: tuple[_Int, ...] = ((source.nbytes() // self._dtype.itemsize) - off,)
+        else:
+            shape = S.as_shape((size,), "size")
+        strides = S.contiguous_strides(shape) if stride is None else S.as_shape((stride,), "stride")
+        if len(strides) != len(shape):
+            raise ValueError(f"size {shape} and stride {strides} have different lengths")
+        self._set_geometry(source, self._dtype, shape, strides, off)
+        return self
+
+    # -------------------------------------------------------------- copies
+
+    def _check_writable(self) -> None:
+        if self.is_readonly:
+            raise ValueError("cannot write to a read-only tensor (its memory was borrowed read-only)")
+
+    def _np_view(self, bits: _Bool = False) -> np.ndarray[Any, Any]:
+        """A NumPy array over exactly this tensor's elements (no copy), through the
+        C buffer export of the tensor (or of its bits: ``bits=True`` uses an
+        unsigned type of the same size, for copies that must not interpret
+        values and work without ml_dtypes). RuntimeError for memory the host
+        cannot read or bytes the storage no longer has."""
+        dt = self._dtype
+        if not self._storage._host_accessible:
+            raise RuntimeError(f"storage on {self.device} cannot be read or written from the host")
+        self._check_bounds(RuntimeError)
+        if bits or dt.buffer_format is None:
+            raw = np.asarray(self._derived(self._shape, self._strides, self._offset, _dtypes._BITS[dt.itemsize]))
+            return raw if bits else raw.view(dt.numpy_dtype)
+        arr: np.ndarray[Any, Any] = np.asarray(self)
+        return arr
+
+    def _clone_slow(self, memory_format: memory_format = preserve_format) -> Tensor:
+        """clone() of what the C path does not copy in one memcpy: other layouts
+        (NumPy), device memory (the device's kernel, CuPy for CUDA)."""
+        strides = _layout_strides(self._shape, self._strides, memory_format)
+        if not self._storage._host_accessible:
+            copied: Tensor = _device_kernel(self, "clone")(self, strides)
+            return copied
+        out = _empty(self._shape, self._dtype, strides)
+        np.copyto(out._np_view(bits=True), self._np_view(bits=True))
+        return out
+
+    def contiguous(self, memory_format: memory_format = contiguous_format) -> Tensor:
+        """This tensor if it is already contiguous in ``memory_format``, else a copy that is."""
+        if memory_format is preserve_format:
+            raise ValueError("preserve_format is not supported by contiguous(); use clone()")
+        if self.is_contiguous(memory_format):
+            return self
+        return self.clone(memory_format=memory_format)
+
+    def copy_(self, src: Any, non_blocking: _Bool = False) -> Tensor:
+        """Copy ``src`` (tensor, array, nested list or scalar; broadcast to this
+        shape and cast to this dtype as PyTorch casts) into this tensor in place."""
+        self._check_writable()
+        if not self._storage._host_accessible or (isinstance(src, Tensor) and not src._storage._host_accessible):
+            _device_kernel(self if not self._storage._host_accessible else src, "copy_")(self, src)
+            return self
+        if isinstance(src, Tensor) and src._dtype is self._dtype:
+            dst_np = self._np_view(bits=True)
+            np.copyto(dst_np, _broadcast_for(src._np_view(bits=True), self._shape), casting="no")
+            return self
+        value = _as_numpy_operand(src)
+        np.copyto(self._np_view(), _broadcast_for(value, self._shape), casting="unsafe")
+        return self
+
+    def fill_(self, value: Any) -> Tensor:
+        """Set every element to the scalar ``value`` in place."""
+        self._check_writable()
+        arr = np.asarray(value.item() if isinstance(value, Tensor) else value)
+        if arr.ndim:
+            raise ValueError(f"fill_() takes a scalar, got shape {arr.shape}")
+        np.copyto(self._np_view(), arr, casting="unsafe")
+        return self
+
+    def zero_(self) -> Tensor:
+        """Set every element to zero in place."""
+        self._check_writable()
+        self._np_view(bits=True)[...] = 0
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``:
+        this tensor when nothing changes and ``copy`` is false, else a converted
+        copy. Only host memory can be converted (RuntimeError otherwise)."""
+        dt: dtype | None = kwargs.pop("dtype", None)
+        dev: Any = kwargs.pop("device", None)
+        copy = _Bool(kwargs.pop("copy", False))
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dt, dev = a._dtype, a.device
+            elif isinstance(a, (device, str)) and not (
+                isinstance(a, str) and a.removeprefix("torch.").removeprefix("bridge.") in _dtypes._BY_NAME
+            ):
+                dev = a
+            else:
+                dt = _dtypes.get_dtype(a)
+        if dev is not None and device(dev) != self.device:
+            raise RuntimeError(f"bridge cannot move memory from {self.device} to {device(dev)}")
+        dt = self._dtype if dt is None else _dtypes.get_dtype(dt)
+        if dt is self._dtype and not copy:
+            return self
+        if dt is self._dtype:
+            return self.clone()
+        out = _empty(self._shape, dt, _layout_strides(self._shape, self._strides, preserve_format))
+        np.copyto(out._np_view(), self._np_view(), casting="unsafe")
+        return out
+
+    def type(self, dtype: Any = None) -> Any:
+        """The dtype's name when called without arguments, else ``to(dtype)``."""
+        if dtype is None:
+            return f"bridge.{self._dtype.name}"
+        return self.to(dtype)
+
+    def float(self) -> Tensor:
+        """``to(bridge.float32)``."""
+        return self.to(_dtypes.float32)
+
+    def double(self) -> Tensor:
+        """``to(bridge.float64)``."""
+        return self.to(_dtypes.float64)
+
+    def half(self) -> Tensor:
+        """``to(bridge.float16)``."""
+        return self.to(_dtypes.float16)
+
+    def bfloat16(self) -> Tensor:
+        """``to(bridge.bfloat16)``."""
+        return self.to(_dtypes.bfloat16)
+
+    def long(self) -> Tensor:
+        """``to(bridge.int64)``."""
+        return self.to(_dtypes.int64)
+
+    def int(self) -> Tensor:
+        """``to(bridge.int32)``."""
+        return self.to(_dtypes.int32)
+
+    def short(self) -> Tensor:
+        """``to(bridge.int16)``."""
+        return self.to(_dtypes.int16)
+
+    def char(self) -> Tensor:
+        """``to(bridge.int8)``."""
+        return self.to(_dtypes.int8)
+
+    def byte(self) -> Tensor:
+        """``to(bridge.uint8)``."""
+        return self.to(_dtypes.uint8)
+
+    def bool(self) -> Tensor:
+        """``to(bridge.bool)``."""
+        return self.to(_dtypes.bool)
+
+    def cpu(self) -> Tensor:
+        """This tensor when it is on the CPU; RuntimeError otherwise."""
+        return self.to("cpu")
+
+    # ---------------------------------------------------- values out
+
+    def _values(self) -> np.ndarray[Any, Any]:
+        """The elements as a NumPy array of a type NumPy can print and convert
+        (bfloat16/float8 widened to float32)."""
+        arr = self._np_view()
+        if arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes") or (
+            type(arr.dtype).__module__.startswith("ml_dtypes")
+        ):
+            arr = arr.astype(np.float32)
+        return arr
+
+    def _tolist_slow(self) -> Any:
+        return self._values().tolist()
+
+    def _item_slow(self) -> Any:
+        return self._values().reshape(()).item()
+
+    def __bool__(self) -> _Bool:
+        n = self.numel()
+        if n != 1:
+            raise ValueError(f"Boolean value of Tensor with {n} elements is ambiguous")
+        return _Bool(self.item())
+
+    def _real_item(self, what: str) -> _Int | _Float:
+        value = self.item()
+        if isinstance(value, complex):
+            raise TypeError(f"can't convert complex to {what}")
+        return value
+
+    def __int__(self) -> _Int:
+        return _Int(self._real_item("int"))
+
+    def __float__(self) -> _Float:
+        return _Float(self._real_item("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> _Int:
+        if not self._dtype.is_integral or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return _Int(self._real_item("int"))
+
+    def numpy(self, *, force: _Bool = False) -> np.ndarray[Any, Any]:
+        """A NumPy array sharing this tensor's memory (read-only when the tensor is),
+        through the tensor's buffer export.
+
+        bfloat16 and float8 need ml_dtypes (TypeError naming it when missing).
+        ``force=True`` returns a copy for memory the host cannot read directly
+        (through the device's copy kernel: CuPy for CUDA). Raises TypeError for
+        non-host tensors without ``force``, and BufferError for a view that
+        reaches past its storage."""
+        if not self._storage._host_accessible:
+            if force:
+                host = _empty(self._shape, self._dtype)
+                _device_kernel(self, "copy_")(host, self)
+                return host._np_view()
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy; its memory is not "
+                "host-accessible (numpy(force=True) copies it)"
+            )
+        if self._dtype.buffer_format is not None:
+            arr: np.ndarray[Any, Any] = np.asarray(self)
+            return arr
+        self._check_bounds(BufferError)
+        return self._np_view()
+
+    def memoryview(self) -> memoryview:
+        """A memoryview of the tensor's memory with its format, shape, strides and
+        read-only bit (the buffer protocol, implemented in C). BufferError for
+        memory the host cannot read and dtypes without a PEP 3118 format
+        (bfloat16, float8)."""
+        return memoryview(self)  # type: ignore[arg-type]
+
+    def __array__(self, dtype: Any = None, copy: _Bool | None = None) -> np.ndarray[Any, Any]:
+        """NumPy 2 protocol: zero-copy unless a copy is asked for or a dtype change
+        needs one; ``copy=False`` with a needed copy raises ValueError."""
+        arr = self.numpy()
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"converting {self._dtype} to {np.dtype(dtype)} needs a copy, but copy=False")
+            cast: np.ndarray[Any, Any] = arr.astype(dtype)
+            return cast
+        if copy:
+            dup: np.ndarray[Any, Any] = arr.copy()
+            return dup
+        return arr
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA array interface, version 3, of CUDA tensors (AttributeError
+        otherwise); provided by bridge.interop.cuda."""
+        provider = PROTOCOLS.get("cuda_array_interface")
+        if provider is None or not self.is_cuda:
+            raise AttributeError("__cuda_array_interface__ is only defined for CUDA tensors")
+        out: dict[str, Any] = provider(self)
+        return out
+
+    def __repr__(self) -> str:
+        return format_tensor(self)
+
+
+_C._register("tensor_class", Tensor)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
+    dev = t.device
+    kernel = DEVICE_KERNELS.get(dev.type, {}).get(op)
+    if kernel is None:
+        raise RuntimeError(
+            f"{op}() of {dev} memory needs a library that can copy it on the device "
+            f"(for CUDA: CuPy, `pip install cupy-cuda12x`); bridge never reads device memory "
+            "on the host"
+        )
+    return kernel
+
+
+def _layout_strides(shape: tuple[_Int, ...], strides: tuple[_Int, ...], fmt: memory_format) -> tuple[_Int, ...]:
+    if fmt is contiguous_format:
+        return S.contiguous_strides(shape)
+    if fmt is channels_last:
+        if len(shape) != 4:
+            raise ValueError(f"required rank 4 tensor to use channels_last format, got {len(shape)}-d")
+        return S.channels_last_strides(shape)
+    if fmt is channels_last_3d:
+        if len(shape) != 5:
+            raise ValueError(f"required rank 5 tensor to use channels_last_3d format, got {len(shape)}-d")
+        return S.channels_last_strides(shape)
+    if fmt is preserve_format:
+        if S.is_non_overlapping_and_dense(shape, strides):
+            return strides
+        return S.dense_strides_like(shape, strides)
+    raise TypeError(f"expected a bridge.memory_format, got {fmt!r}")
+
+
+def _empty(shape: tuple[_Int, ...], dt: dtype, strides: tuple[_Int, ...] | None = None, zeroed: _Bool = False) -> Tensor:
+    """A new tensor in fresh memory (strides default to contiguous; must be dense)."""
+    if strides is None or S.is_contiguous(shape, strides):
+        out: Tensor = _C.new_empty(shape, dt, zeroed)
+        return out
+    storage = UntypedStorage.__new__(UntypedStorage)
+    storage._allocate(S.prod(shape) * dt.itemsize, zeroed)
+    made: Tensor = _C.make_tensor(storage, dt, shape, strides, 0)
+    return made
+
+
+def _from_numpy_copy(arr: np.ndarray[Any, Any], dt: dtype) -> Tensor:
+    out = _empty(arr.shape, dt)
+    np.copyto(out._np_view(), arr, casting="unsafe")
+    return out
+
+
+def _as_numpy_operand(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value._np_view()
+    return np.asarray(value)
+
+
+def _numpy_key(parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(p._np_view() if isinstance(p, Tensor) else p for p in parts)
+
+
+def _broadcast_for(value: Any, shape: tuple[_Int, ...]) -> Any:
+    """``value`` broadcast to ``shape``, with PyTorch's error type for a mismatch."""
+    vshape = np.shape(value)
+    if vshape == shape:
+        return value
+    try:
+        S.broadcast_shapes(shape, vshape)
+        return np.broadcast_to(value, shape)
+    except ValueError:
+        raise ValueError(f"cannot broadcast a value of shape {vshape} to shape {shape}") from None

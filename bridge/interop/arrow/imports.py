@@ -1,0 +1,320 @@
+"""Arrow import: pyarrow objects, PyCapsule producers, capsule pairs and
+streams into tensors. The C side (cdefs/arrow_import.c) moves the structs into
+a guard and describes them; this module checks the description and builds
+the tensor with the one C constructor (``_C.from_memory``)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import operator
+from typing import Any
+
+import numpy as np
+
+from bridge.core import dtypes as _dtypes
+from bridge.core import strides as S
+from bridge.core.device import CPU, device
+from bridge.core.native import _C
+from bridge.core.storage import UntypedStorage
+from bridge.core.tensor import Tensor, _empty, _from_numpy_copy
+from bridge.interop.arrow.types import (
+    _EXT_META,
+    _EXT_NAME,
+    _FST,
+    _decode_metadata,
+    _primitive,
+    _type_name,
+)
+
+_ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
+
+def _device_of(dev_type: int, dev_id: int) -> device:
+    if dev_type == _ARROW_CPU:
+        return CPU
+    if dev_type == _ARROW_CUDA:
+        return device("cuda", max(dev_id, 0))
+    if dev_type == _ARROW_CUDA_HOST:
+        return device("cuda_host", max(dev_id, 0))
+    raise ValueError(f"Arrow device type {dev_type} is not supported by bridge")
+
+
+def _check_array(arr: Any, n_buffers: int, what: str) -> tuple[int, int, tuple[int, ...]]:
+    length, null_count, offset, buffers, _children = arr
+    if len(buffers) != n_buffers:
+        raise ValueError(f"{what} must have {n_buffers} buffers, got {len(buffers)}")
+    if length < 0 or offset < 0:
+        raise ValueError(f"{what} has a negative length ({length}) or offset ({offset})")
+    if null_count != 0 and not (null_count == -1 and buffers[0] == 0):
+        raise ValueError(
+            f"{what} has {'some' if null_count < 0 else null_count} nulls; a tensor has no "
+            "missing values (pass with_mask=True to get the validity mask as a copy)"
+        )
+    return length, offset, buffers
+
+
+def _validity(arr: Any, length: int, offset: int, dev: device) -> Tensor:
+    """The validity bitmap of ``arr`` unpacked into a bool tensor (a copy, read
+    on the host: ValueError for device memory)."""
+    addr = arr[3][0]
+    if addr == 0:
+        return _full_bool(length, True)
+    if dev != CPU:
+        raise ValueError(
+            f"the validity bitmap of a {dev} Arrow array cannot be read on the host; copy the "
+            "array to the CPU first (with_mask=True reads the bitmap)"
+        )
+    nbytes = (offset + length + 7) // 8
+    bits = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
+    mask = np.unpackbits(bits, bitorder="little")[offset : offset + length].astype(bool)
+    return _host_copy(mask)
+
+
+def _full_bool(n: int, value: bool) -> Tensor:
+    return _host_copy(np.full(n, value, dtype=bool))
+
+
+def _host_copy(a: np.ndarray[Any, Any]) -> Tensor:
+    return _from_numpy_copy(a, _dtypes.from_numpy_dtype(a.dtype))
+
+
+def _tensor_from(
+    schema: Any, arr: Any, guard: Any, dev: device, *, copy: bool, with_mask: bool
+) -> Any:
+    fmt, _name, meta, _flags, children, has_dict = schema
+    if has_dict:
+        raise TypeError(f"Arrow type {_type_name(schema)} has no zero-copy tensor form")
+    ext = _decode_metadata(meta)
+    dt = _primitive(fmt, meta)
+    if dt is not None:
+        nulls = arr[1]
+        if with_mask and nulls:
+            arr = (arr[0], 0, *arr[2:])
+        length, offset, buffers = _check_array(arr, 2, f"Arrow {_type_name(schema)} array")
+        if buffers[1] == 0 and length:
+            raise ValueError("Arrow array has a NULL data buffer")
+        t = _C.from_memory(buffers[1] + offset * dt.itemsize, dt, (length,), (dt.itemsize,), guard,
+                           True, dev.to_dlpack())  # fmt: skip
+        if with_mask:
+            return t, _validity((0, 0, 0, buffers), length, offset, dev) if nulls else _full_bool(length, True)
+        return t
+    if fmt == "b":
+        if not copy:
+            raise ValueError(
+                "Arrow bool arrays are bit-packed; a bool tensor holds one byte per value, so "
+                "this import is a copy: pass copy=True (or use pa.bool8() for zero-copy)"
+            )
+        nulls = arr[1]
+        checked = (arr[0], 0, *arr[2:]) if with_mask else arr
+        length, offset, buffers = _check_array(checked, 2, "Arrow bool array")
+        if dev != CPU:
+            raise ValueError("bit-packed bools can be unpacked only in host memory")
+        values = _validity((0, 0, 0, (buffers[1],)), length, offset, dev)
+        if with_mask:
+            valid = _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)
+            return values, valid
+        return values
+    if fmt.startswith("+w:"):
+        return _fixed_size_list(schema, arr, guard, dev, ext, with_mask=with_mask)
+    if fmt == "+s":
+        if len(children) != 1:
+            names = [c[1] for c in children]
+            raise ValueError(f"Arrow struct/record batch has {len(children)} columns {names}; "
+                             "import one column")  # fmt: skip
+        length, offset, _ = _check_array(arr, 1, "Arrow struct array")
+        child = arr[4][0]
+        if child[0] < offset + length:
+            raise ValueError("Arrow struct child is shorter than the struct")
+        # A struct's offset and length select the rows of its children.
+        child = (length, child[1], child[2] + offset, child[3], child[4])
+        return _tensor_from(children[0], child, guard, dev, copy=copy, with_mask=with_mask)
+    raise TypeError(f"Arrow type {_type_name(schema)} has no zero-copy tensor form")
+
+
+def _fst_layout(ext: dict[bytes, bytes], size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(element shape, element strides) of an ``arrow.fixed_shape_tensor`` with
+    ``size`` values per row; ValueError for metadata that does not describe one."""
+    try:
+        meta = json.loads(ext.get(_EXT_META, b"{}"))
+        phys = tuple(operator.index(s) for s in meta["shape"])
+        perm = [operator.index(p) for p in (meta.get("permutation") or range(len(phys)))]
+        names = meta.get("dim_names")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError("arrow.fixed_shape_tensor metadata has no valid 'shape'") from None
+    if any(d < 0 for d in phys):
+        raise ValueError(f"fixed_shape_tensor shape {list(phys)} has a negative dimension")
+    if S.prod(phys) != size:
+        raise ValueError(f"fixed_shape_tensor shape {list(phys)} does not hold {size} values")
+    if sorted(perm) != list(range(len(phys))):
+        raise ValueError(f"fixed_shape_tensor permutation {perm} is not a permutation")
+    if names is not None and (not isinstance(names, list) or len(names) != len(phys)):
+        raise ValueError("fixed_shape_tensor dim_names does not match its shape")
+    cs = S.contiguous_strides(phys)
+    return tuple(phys[p] for p in perm), tuple(cs[p] for p in perm)
+
+
+def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[bytes, bytes],
+                     *, with_mask: bool) -> Any:  # fmt: skip
+    fmt, _, _, _, children, _ = schema
+    try:
+        size = int(fmt[3:])
+    except ValueError:
+        raise ValueError(f"malformed FixedSizeList format {fmt!r}") from None
+    if size < 0 or len(children) != 1 or len(arr[4]) != 1:
+        raise ValueError(f"malformed FixedSizeList {fmt!r}: needs one child and a size >= 0")
+    nulls = arr[1]
+    parent = (arr[0], 0, *arr[2:]) if with_mask else arr
+    length, offset, _buffers = _check_array(parent, 1, f"Arrow {_type_name(schema)} array")
+    value_schema, value_arr = children[0], arr[4][0]
+    dt = _primitive(value_schema[0], value_schema[2])
+    if dt is None:
+        raise TypeError(f"Arrow type {_type_name(schema)} has no tensor form")
+    vlen, voff, vbufs = _check_array(value_arr, 2, "FixedSizeList values")
+    first = voff + offset * size
+    if vlen < (offset + length) * size:
+        raise ValueError(
+            f"FixedSizeList values hold {vlen} items, fewer than {(offset + length) * size} needed"
+        )
+    if vbufs[1] == 0 and length * size:
+        raise ValueError("FixedSizeList values have a NULL data buffer")
+    elem: tuple[int, ...] = (size,)
+    el_strides: tuple[int, ...] = (1,)
+    if ext.get(_EXT_NAME) == _FST:
+        elem, el_strides = _fst_layout(ext, size)
+    isz = dt.itemsize
+    t = _C.from_memory(vbufs[1] + first * isz, dt, (length, *elem),
+                       (size * isz, *(s * isz for s in el_strides)), guard, True, dev.to_dlpack())  # fmt: skip
+    if with_mask:
+        return t, _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)
+    return t
+
+
+def _from_capsules(parsed: Any, *, copy: bool, with_mask: bool) -> Any:
+    guard, schema, arr, dev_type, dev_id = parsed
+    return _tensor_from(schema, arr, guard, _device_of(dev_type, dev_id), copy=copy,
+                        with_mask=with_mask)  # fmt: skip
+
+
+def _from_stream(capsule: Any, *, copy: bool, with_mask: bool) -> Any:
+    _sguard, schema, batches = _C.arrow_import_stream(capsule)
+    parts = [_tensor_from(schema, arr, guard, CPU, copy=copy, with_mask=with_mask)
+             for guard, arr in batches]  # fmt: skip
+    return _one_chunk(parts, "stream", "batches", copy=copy, with_mask=with_mask)
+
+
+def _one_chunk(parts: list[Any], what: str, unit: str, *, copy: bool, with_mask: bool) -> Any:
+    """The tensor of a one-chunk import; several chunks are concatenated along
+    the first dim (with their masks) only when ``copy=True``."""
+    if len(parts) == 1:
+        return parts[0]
+    if not copy or not parts:
+        raise ValueError(
+            f"the Arrow {what} has {len(parts)} {unit}; a zero-copy tensor needs exactly one "
+            + ("" if not parts else "(pass copy=True to concatenate them into new memory)")
+        )
+    if with_mask:
+        return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
+    return _concat(parts)
+
+
+def _concat(parts: list[Tensor]) -> Tensor:
+    """The tensors (chunks of one Arrow type, so of one dtype and row shape)
+    stacked along dim 0 into new, writable memory."""
+    first = parts[0]
+    rest = first.shape[1:]
+    out = _empty((sum(p.shape[0] for p in parts), *rest), first.dtype)
+    row = 0
+    for p in parts:
+        out[row : row + p.shape[0]].copy_(p)
+        row += p.shape[0]
+    return out
+
+
+def _from_arrow(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
+    out = _from_arrow_view(obj, copy=copy, with_mask=with_mask)
+    if not copy:
+        return out
+    # copy=True: new, writable memory (as from_dlpack(copy=True)); the masks
+    # and concatenations are fresh already.
+    if with_mask:
+        values, valid = out
+        return (values.clone() if values.is_readonly else values), valid
+    return out.clone() if out.is_readonly else out
+
+
+def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -> Any:
+    """A read-only tensor over Arrow memory, zero-copy (the body of
+    :func:`from_arrow`, which handles plain primitive pyarrow arrays in C).
+
+    Accepts pyarrow Buffers (a uint8 tensor; writable when the buffer is
+    mutable; device buffers give device tensors), Arrays of int/uint/float
+    types (float16 included) and ``arrow.bool8``, ChunkedArrays of one chunk,
+    Tensors, FixedShapeTensorArrays (permutation honoured; the batch is the
+    first dim), one-column Tables/RecordBatches, any object with
+    ``__arrow_c_device_array__``, ``__arrow_c_array__`` or ``__arrow_c_stream__``
+    (polars, nanoarrow, DuckDB results), an ``"arrow_array_stream"`` capsule
+    or a ``(schema_capsule, array_capsule)`` pair. The Arrow memory stays
+    alive, and its release callback runs once, when the last view dies.
+
+    ``with_mask=True`` returns ``(values, valid)``, where ``valid`` is a bool
+    tensor unpacked from the validity bitmap (a copy); without it, data with
+    nulls raises ValueError. Bit-packed ``pa.bool_()`` data needs ``copy=True``;
+    ``copy=True`` always returns new, writable memory.
+
+    Errors: TypeError for types with no tensor form (strings, dictionaries,
+    nested lists, unsupported value types); ValueError for nulls, multi-chunk
+    data, several columns, released structs, wrong capsule names and
+    malformed structs (buffer counts, negative offsets, lengths past the end
+    of a buffer of known size).
+    """
+    if type(obj).__module__.startswith("pyarrow"):
+        out = _from_pyarrow(obj, copy=copy, with_mask=with_mask)
+        if out is not None:
+            return out
+    if isinstance(obj, tuple) and len(obj) == 2:
+        return _from_capsules(_C.arrow_import(*obj), copy=copy, with_mask=with_mask)
+    if type(obj).__name__ == "PyCapsule":
+        return _from_stream(obj, copy=copy, with_mask=with_mask)
+    if hasattr(obj, "__arrow_c_device_array__"):
+        return _from_capsules(_C.arrow_import(*obj.__arrow_c_device_array__()), copy=copy,
+                              with_mask=with_mask)  # fmt: skip
+    if hasattr(obj, "__arrow_c_array__"):
+        return _from_capsules(_C.arrow_import(*obj.__arrow_c_array__()), copy=copy,
+                              with_mask=with_mask)  # fmt: skip
+    if hasattr(obj, "__arrow_c_stream__"):
+        return _from_stream(obj.__arrow_c_stream__(), copy=copy, with_mask=with_mask)
+    raise TypeError(f"{type(obj).__name__} is not Arrow data (no Arrow PyCapsule interface)")
+
+
+def _from_pyarrow(obj: Any, *, copy: bool, with_mask: bool) -> Any:
+    import pyarrow as pa
+
+    if isinstance(obj, pa.Buffer):
+        return _from_buffer(obj)
+    if isinstance(obj, pa.ChunkedArray):
+        parts = [_from_arrow_view(c, copy=copy, with_mask=with_mask) for c in obj.iterchunks()]
+        return _one_chunk(parts, "ChunkedArray", "chunks", copy=copy, with_mask=with_mask)
+    if isinstance(obj, pa.Tensor):
+        arr = obj.to_numpy()
+        dt = _dtypes.from_numpy_dtype(arr.dtype)
+        ptr = arr.__array_interface__["data"][0]
+        out: Tensor = _C.from_memory(ptr, dt, arr.shape, arr.strides, obj, True, (1, 0))
+        return out
+    return None
+
+
+def _from_buffer(buf: Any) -> Tensor:
+    """A uint8 tensor over a pyarrow Buffer (host or CUDA), zero-copy."""
+    if buf.is_cpu:
+        storage = UntypedStorage.from_buffer(buf)
+        out: Tensor = _C.make_tensor(storage, _dtypes.uint8, (storage.nbytes(),), (1,), 0)
+        return out
+    dev = buf.device
+    if "cuda" not in str(getattr(dev, "type_name", dev)).lower():
+        raise ValueError(f"pyarrow buffer on {dev} is not host or CUDA memory")
+    made: Tensor = _C.from_memory(buf.address, _dtypes.uint8, (buf.size,), (1,), buf,
+                                  not buf.is_mutable, (2, dev.device_id))  # fmt: skip
+    return made
+
+
+_C._register("arrow_import", _from_arrow)

@@ -1,0 +1,172 @@
+"""The CUDA array interface, and copies of CUDA memory (through CuPy).
+
+Export: ``Tensor.__cuda_array_interface__`` (version 3) for CUDA tensors.
+Import: :func:`from_cuda_array_interface` for CuPy arrays, PyTorch CUDA
+tensors, Numba device arrays and anything else exposing
+``__cuda_array_interface__``; the source object is the storage's owner (kept
+alive with the stream its work is ordered on). Device memory is never read on
+the host: ``clone``/``copy_``/``numpy(force=True)`` of CUDA tensors run on the
+device through CuPy.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from bridge.core import dtypes as _dtypes
+from bridge.core import strides as S
+from bridge.core import tensor as _tensor_mod
+from bridge.core.native import _C
+from bridge.core.tensor import Tensor
+
+__all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner"]
+
+
+class CudaArrayInterfaceOwner:
+    """Owner of device memory imported through ``__cuda_array_interface__``:
+    the source object (kept alive) and the stream its work is ordered on
+    (None: no synchronisation needed), which bridge passes on when it
+    re-exports the memory."""
+
+    __slots__ = ("source", "stream")
+
+    def __init__(self, source: Any, stream: int | None) -> None:
+        self.source = source
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"CudaArrayInterfaceOwner({type(self.source).__name__}, stream={self.stream})"
+
+
+def _typestr(dt: _dtypes.dtype) -> str:
+    return str(dt.numpy_dtype.str)
+
+
+def _cuda_array_interface(t: Tensor) -> dict[str, Any]:
+    """The CUDA array interface, version 3: ``shape``, ``typestr``, ``descr``,
+    ``data`` as ``(address, read_only)``, ``strides`` in bytes (None when
+    C-contiguous) and ``stream``: the stream the producer of this memory
+    ordered its work on (None when no synchronisation is needed; 1, the legacy
+    default stream, for memory that came through DLPack, whose producer
+    synchronised with it). Device memory is never touched."""
+    t._check_bounds(BufferError)
+    typestr = _typestr(t.dtype)
+    owner = t.untyped_storage().owner
+    stream = owner.stream if isinstance(owner, CudaArrayInterfaceOwner) else 1
+    isz = t.itemsize
+    return {
+        "version": 3,
+        "shape": t.shape,
+        "typestr": typestr,
+        "descr": [("", typestr)],
+        "data": (t.data_ptr(), t.is_readonly),
+        "strides": None if t.is_contiguous() else tuple(s * isz for s in t.stride()),
+        "stream": stream,
+    }
+
+
+def from_cuda_array_interface(obj: Any, *, device_id: int | None = None) -> Tensor:
+    """A CUDA tensor over the device memory ``obj`` describes with
+    ``__cuda_array_interface__`` (versions 0-3), keeping ``obj`` alive. The
+    memory is never read on the host: shapes, strides and the pointer are
+    taken as given. ``device_id`` names the GPU (default: asked of CuPy or
+    torch when one is importable, else 0).
+
+    Errors: TypeError when ``obj`` has no interface or its typestr has no
+    bridge dtype; ValueError for a malformed interface (missing keys, stream
+    0, strides that are not whole elements, a mask, non-native byte order).
+    """
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        raise TypeError(f"{type(obj).__name__} has no __cuda_array_interface__") from None
+    if not isinstance(cai, dict):
+        raise ValueError("__cuda_array_interface__ must be a dict")
+    try:
+        shape = tuple(int(s) for s in cai["shape"])
+        typestr = cai["typestr"]
+        ptr, readonly = cai["data"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"malformed __cuda_array_interface__: {e!r}") from None
+    if cai.get("mask") is not None:
+        raise ValueError("__cuda_array_interface__ with a mask is not supported")
+    stream = cai.get("stream")
+    if stream == 0:
+        raise ValueError("__cuda_array_interface__ stream 0 is disallowed by the specification")
+    np_dt = np.dtype(typestr)
+    if not np_dt.isnative:
+        raise ValueError(f"typestr {typestr!r} is not in native byte order")
+    dt = _dtypes.from_numpy_dtype(np_dt)
+    byte_strides = cai.get("strides")
+    if byte_strides is None:
+        byte_strides = tuple(st * dt.itemsize for st in S.contiguous_strides(shape))
+    ptr = int(ptr or 0)
+    if ptr == 0 and S.prod(shape):
+        raise ValueError("__cuda_array_interface__ has a NULL pointer for a non-empty array")
+    dev_id = _current_cuda_device() if device_id is None else device_id
+    out: Tensor = _C.from_memory(ptr, dt, shape, tuple(int(st) for st in byte_strides),
+                                 CudaArrayInterfaceOwner(obj, stream), bool(readonly), (2, dev_id))  # fmt: skip
+    return out
+
+
+def _current_cuda_device() -> int:
+    for name in ("cupy", "torch"):
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        try:
+            if name == "cupy":
+                return int(mod.cuda.runtime.getDevice())
+            if mod.cuda.is_available():
+                return int(mod.cuda.current_device())
+        except Exception:  # no usable CUDA runtime: fall through
+            continue
+    return 0
+
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError:
+        raise RuntimeError(
+            "copying CUDA memory needs CuPy (`pip install cupy-cuda12x`); bridge never reads "
+            "device memory on the host"
+        ) from None
+    return cupy
+
+
+def _cuda_clone(t: Tensor, strides: tuple[int, ...]) -> Tensor:
+    """clone() of a CUDA tensor: CuPy copies on the tensor's device into new
+    memory laid out with ``strides`` (a dense layout of ``t.shape``)."""
+    cupy = _cupy()
+    with cupy.cuda.Device(t.device.index or 0):
+        src = cupy.asarray(t)  # through __cuda_array_interface__, no copy
+        isz = t.itemsize
+        dst = cupy.ndarray(
+            t.shape,
+            src.dtype,
+            memptr=cupy.cuda.alloc(max(t.numel(), 1) * isz),
+            strides=tuple(st * isz for st in strides),
+        )
+        dst[...] = src
+    return from_cuda_array_interface(dst, device_id=t.device.index or 0)
+
+
+def _cuda_copy(dst: Tensor, src: Any) -> None:
+    """copy_() into or out of CUDA memory, through CuPy (broadcasting and casting
+    as NumPy does; host sources are uploaded)."""
+    cupy = _cupy()
+    dev = dst.device if dst.is_cuda else src.device
+    with cupy.cuda.Device(dev.index or 0):
+        value = cupy.asarray(src) if isinstance(src, Tensor) else cupy.asarray(np.asarray(src))
+        if dst.is_cuda:
+            cupy.asarray(dst)[...] = value
+        else:
+            np.copyto(dst.numpy(), cupy.asnumpy(value), casting="unsafe")
+
+
+_tensor_mod.DEVICE_KERNELS["cuda"] = {"clone": _cuda_clone, "copy_": _cuda_copy}
+_tensor_mod.PROTOCOLS["cuda_array_interface"] = _cuda_array_interface

@@ -1,0 +1,239 @@
+/* The C core's internal header: the three object structs (dtype, storage,
+ * tensor), the one tensor constructor, and what the protocol files share.
+ * Included by every .c file in cdefs/; cffi never reads it (cffi sees only
+ * bridge.h). Every function here expects the GIL to be held.
+ *
+ * Reading order of cdefs/: dlpack.h, arrow_c_data.h (the ABIs), bridge.h (the
+ * cffi surface), this file, then memory.c, dtype.c, storage.c, tensor.c,
+ * views.c, values.c (the core), dlpack_export.c, dlpack_import.c,
+ * exchange_api.c, numpy.c, arrow_export.c, arrow_import.c (one file per
+ * protocol), module.c (the modules bridge._C and bridge._drivers) and
+ * drivers.c (test and conformance drivers, apart from production code). */
+
+#ifndef BRIDGE_CORE_H
+#define BRIDGE_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dlpack.h"
+#include "arrow_c_data.h"
+#include "bridge.h"
+
+/* Tensors of up to this many dims keep shape and strides inside the object. */
+#define BRIDGE_INLINE_NDIM 6
+/* Largest byte count of a storage (int64 in DLPack and Arrow, Py_ssize_t in buffers). */
+#define BRIDGE_MAX_NBYTES ((int64_t)INT64_MAX)
+
+/* ------------------------------------------------------------------ dtype */
+
+enum { KIND_BOOL = 0, KIND_INT = 1, KIND_FLOAT = 2, KIND_COMPLEX = 3 };
+
+typedef struct {
+  PyObject_HEAD
+  uint8_t code, bits;      /* DLPack DLDataType (lanes is always 1) */
+  uint8_t kind;            /* KIND_* */
+  uint8_t is_signed;
+  int itemsize;            /* bytes per element in memory (sub-byte types padded to 1) */
+  char buffer_format[4];   /* PEP 3118 format, "" when the type has none */
+  char typekind;           /* NumPy array-interface kind, 0 when NumPy has no native type */
+  char arrow_format[4];    /* Arrow C data format of the zero-copy type, "" when none */
+} DTypeObject;
+
+extern PyTypeObject BridgeDType_Type;
+/* The registered dtype for DLPack (code, bits), or NULL (borrowed). */
+DTypeObject *bridge_dtype_from_dlpack(int code, int bits);
+/* The registered unsigned dtype of `itemsize` bytes (uint8..uint64; complex128
+ * for 16), used to move bits without interpreting them (borrowed). */
+DTypeObject *bridge_bits_dtype(int itemsize);
+
+/* ---------------------------------------------------------------- storage */
+
+/* The one ownership record: [data, data + nbytes) on (dev_type, dev_id) stays
+ * valid while `owner` lives. An exporter holds `owner`, never the storage
+ * (resize_ and share_memory_ give a storage a new record; what was lent keeps
+ * the old bytes alive). Changed only by bridge_storage_adopt. */
+typedef struct {
+  PyObject_HEAD
+  char *data;
+  int64_t nbytes;
+  int32_t dev_type, dev_id;
+  uint8_t readonly, resizable, shared;
+  PyObject *owner;     /* never NULL once adopted (Py_None only for 0 bytes) */
+  PyObject *device;    /* cached bridge.device, created on first use */
+  PyObject *filename;  /* str for mapped files, else NULL */
+  PyObject *weakreflist;
+} StorageObject;
+
+extern PyTypeObject BridgeStorage_Type;
+/* The Python subclass instances are made of (bridge.UntypedStorage). */
+extern PyTypeObject *bridge_storage_class;
+
+/* A new storage over foreign memory (the registered class). */
+StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
+                                  PyObject *owner, int readonly);
+/* A new storage over fresh, 64-byte aligned host memory bridge allocates. */
+StorageObject *bridge_storage_alloc(int64_t nbytes, int zeroed);
+/* Replace a storage's ownership record (validates; the one place owners change). */
+int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_type, int dev_id,
+                         PyObject *owner, int readonly, int resizable, int shared,
+                         PyObject *filename);
+/* The storage's bridge.device object (new reference). */
+PyObject *bridge_storage_device(StorageObject *s);
+/* Whether the host can read and write the memory (CPU, pinned and managed memory). */
+int bridge_host_accessible(int dev_type);
+
+/* ----------------------------------------------------------------- tensor */
+
+typedef struct {
+  PyObject_HEAD
+  StorageObject *storage;
+  DTypeObject *dtype;
+  int32_t ndim;
+  uint8_t lent;            /* BRIDGE_LENT_*: dims lent to a C exchange API consumer */
+  int64_t offset;          /* elements from the storage's start to element [0, ..., 0] */
+  int64_t *shape, *strides; /* ndim each (elements), inline_dims or a heap block */
+  int64_t lo, hi;          /* elements [lo, hi) reached, from the storage's start; lo == hi: none */
+  PyObject *shape_tuple, *strides_tuple; /* cached Python tuples, or NULL */
+  void *retired;           /* heap dim blocks lent before a geometry change (a list) */
+  PyObject *weakreflist;
+  int64_t inline_dims[2 * BRIDGE_INLINE_NDIM];
+} TensorObject;
+
+/* Dims lent by the exchange API's DLTensor peek are never rewritten or freed. */
+#define BRIDGE_LENT_INLINE 1 /* the inline array was lent: it is never reused */
+#define BRIDGE_LENT_HEAP 2   /* the current heap block is lent: retired, not freed */
+
+extern PyTypeObject BridgeTensor_Type;
+extern PyTypeObject *bridge_tensor_class; /* bridge.Tensor */
+
+#define Tensor_Check(o) PyObject_TypeCheck((o), &BridgeTensor_Type)
+#define Storage_Check(o) PyObject_TypeCheck((o), &BridgeStorage_Type)
+#define DType_Check(o) PyObject_TypeCheck((o), &BridgeDType_Type)
+
+/* How the constructor reports geometry outside the storage. */
+enum {
+  GEOM_USER,    /* user-given geometry (as_strided, set_, factories): ValueError; an
+                   empty view's offset must lie inside the storage too */
+  GEOM_DERIVED, /* a view of a view: RuntimeError (the storage shrank); empty views go anywhere */
+  GEOM_IMPORT   /* foreign memory described exactly: BufferError */
+};
+
+/* The one tensor constructor: every tensor, from views, imports and
+ * factories, is made here. Checks sizes (>= 0), that every value fits in
+ * int64, and that the elements lie inside the storage in elements and
+ * bytes (negative and zero strides included), with overflow checks. */
+PyObject *bridge_tensor_new(StorageObject *storage, DTypeObject *dtype, int ndim,
+                            const int64_t *shape, const int64_t *strides, int64_t offset,
+                            int mode);
+/* Repoint an existing tensor (set_ and the in-place view ops); same checks.
+ * Dims lent to an exchange API consumer stay untouched and alive. */
+int bridge_tensor_assign(TensorObject *t, StorageObject *storage, DTypeObject *dtype, int ndim,
+                         const int64_t *shape, const int64_t *strides, int64_t offset, int mode);
+/* 0 when the view lies inside the bytes its storage holds now; else -1 with
+ * `exc` ("the storage was resized after the view was made"). */
+int bridge_tensor_check_bounds(TensorObject *t, PyObject *exc);
+/* Address of element [0, ..., 0]. An empty view reaches nothing and may sit
+ * anywhere: its address is the storage's when the offset leaves the storage. */
+static inline char *bridge_tensor_data(TensorObject *t) {
+  int64_t off;
+  if (__builtin_mul_overflow(t->offset, (int64_t)t->dtype->itemsize, &off) || off < 0 ||
+      off > t->storage->nbytes)
+    return t->storage->data;
+  return t->storage->data + off;
+}
+/* The byte range [lo, hi) reached, relative to the storage's start. */
+int bridge_view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                       int64_t *lo, int64_t *hi);
+int64_t bridge_numel(const TensorObject *t);
+int bridge_is_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
+/* Row-major strides for shape (size-0/1 dims get the trailing product, as torch). */
+void bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
+
+/* Parse a Python sequence of ints (or *args of ints) into dims; -1 on error. */
+int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what);
+/* Wrap a possibly negative dim (IndexError, torch's message, when out of range). */
+int bridge_wrap_dim(PyObject *dim_obj, int64_t dim, int ndim, int *out);
+
+/* --------------------------------------------------------------- shared */
+
+/* Pending-error helpers across Python versions. */
+PyObject *bridge_fetch_error(void);       /* the raised exception (new ref) or NULL */
+void bridge_restore_error(PyObject *exc); /* raise it again (steals) */
+
+/* Entering Python from a foreign callback (deleters, Arrow releases, stream
+ * callbacks), on any thread. bridge_py_enter returns 0 when Python must not be
+ * touched: before initialisation, after shutdown, or while it finalises on a
+ * thread without the GIL (taking the GIL then ends the thread inside the
+ * callback). Otherwise 1, with the GIL held and any pending error put aside;
+ * bridge_py_leave restores both. */
+typedef struct {
+  int held;
+  PyGILState_STATE gil;
+  PyObject *exc;
+} bridge_py_entry;
+int bridge_py_enter(bridge_py_entry *e);
+void bridge_py_leave(bridge_py_entry *e);
+
+/* Counters for leak and exactly-once tests (bridge._C.stats()). */
+enum {
+  STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
+  STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
+  STAT_COUNT
+};
+extern uint64_t bridge_stats_counters[STAT_COUNT];
+#define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)
+
+/* The owner of memory bridge allocated: a capsule whose destructor frees
+ * the block without releasing the GIL. */
+PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
+
+/* Python callables registered by the Python layer (bridge._C._register). */
+typedef enum {
+  CB_DEVICE,          /* (dev_type, dev_id) -> bridge.device */
+  CB_DLPACK_EXPORT,   /* the keyword policy of __dlpack__ (bridge.interop.dlpack) */
+  CB_DLPACK_IMPORT,   /* from_dlpack's device=/copy= policy and bridge tensors */
+  CB_ARROW_EXPORT,    /* N-d / requested-schema Arrow export (bridge.interop.arrow) */
+  CB_ARROW_IMPORT,    /* from_arrow's general path */
+  CB_NUMPY_SLOW,      /* from_numpy for what NumPy's DLPack export refuses */
+  CB_COUNT
+} bridge_callback;
+PyObject *bridge_callback_get(bridge_callback which); /* borrowed; RuntimeError when unset */
+
+/* Interned strings and small constants made once at init. */
+extern PyObject *bridge_str_dlpack, *bridge_str_max_version, *bridge_kw_max_version,
+    *bridge_max_version_value;
+
+/* Module-init hooks of the protocol files: each adds its functions to `mod`. */
+int bridge_dlpack_export_init(PyObject *mod);
+int bridge_dlpack_import_init(PyObject *mod);
+int bridge_exchange_api_init(PyObject *mod);
+int bridge_arrow_export_init(PyObject *mod);
+int bridge_arrow_import_init(PyObject *mod);
+int bridge_numpy_init(PyObject *mod);
+int bridge_values_init(PyObject *mod);
+int bridge_drivers_init(PyObject *mod);
+
+/* Methods the protocol files add to TensorBase (assembled in tensor.c). */
+extern PyMethodDef bridge_view_methods[], bridge_value_methods[], bridge_dlpack_methods[],
+    bridge_numpy_methods[], bridge_arrow_methods[];
+extern PyGetSetDef bridge_view_getset[], bridge_numpy_getset[];
+extern PyBufferProcs bridge_tensor_as_buffer;
+extern PyMappingMethods bridge_tensor_as_mapping;
+
+/* DLPack export of a tensor as it is: one managed tensor (struct, shape and
+ * strides in one block) holding its storage's owner. NULL with an exception. */
+void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned);
+PyObject *bridge_dlpack_wrap(void *managed, int versioned); /* the capsule */
+extern PyCapsule_Destructor bridge_dlpack_capsule_destructor; /* for the test drivers */
+/* Import: consume a capsule into a tensor; NULL with an exception. */
+PyObject *bridge_dlpack_import_capsule(PyObject *capsule);
+/* Import a managed tensor taken over (from a capsule or an exchange API). */
+PyObject *bridge_dlpack_adopt(void *managed, int versioned);
+extern const char BRIDGE_NAME_API[];
+
+#endif /* BRIDGE_CORE_H */

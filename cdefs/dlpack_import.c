@@ -1,0 +1,434 @@
+/* DLPack import: consume a capsule (or a managed tensor handed over by a C
+ * exchange API), validate it with overflow-checked arithmetic, and build the
+ * storage and tensor in C. The storage's owner is a guard capsule whose
+ * destructor calls the producer's deleter exactly once. bridge.from_dlpack is
+ * here too; its device=/copy= policy is bridge.interop.dlpack's. */
+
+#include "core.h"
+
+static const char NAME_LEGACY[] = "dltensor";
+static const char NAME_VERSIONED[] = "dltensor_versioned";
+static const char NAME_USED_LEGACY[] = "used_dltensor";
+static const char NAME_USED_VERSIONED[] = "used_dltensor_versioned";
+static const char NAME_GUARD_LEGACY[] = "bridge.dlpack_import";
+static const char NAME_GUARD_VERSIONED[] = "bridge.dlpack_import_versioned";
+const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
+
+static PyObject *api_cache;   /* type -> exchange API capsule or None */
+static PyObject *torch_types; /* types whose exports follow torch's rules */
+static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
+
+/* Consumer side: the owner of an imported tensor. */
+static void guard_destructor(PyObject *guard) {
+  const char *name = PyCapsule_GetName(guard);
+  PyObject *saved = bridge_fetch_error();
+  void *p = name ? PyCapsule_GetPointer(guard, name) : NULL;
+  if (p == NULL) {
+    PyErr_Clear();
+  } else if (strcmp(name, NAME_GUARD_VERSIONED) == 0) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = (DLManagedTensor *)p;
+    if (m->deleter) m->deleter(m);
+  }
+  BUMP(STAT_IMPORT_RELEASES);
+  bridge_restore_error(saved);
+}
+
+static int known_device(int t) {
+  return (t >= kDLCPU && t <= kDLOpenCL) || (t >= kDLVulkan && t <= 18);
+}
+
+static PyObject *overflow(void) {
+  PyErr_SetString(PyExc_BufferError, "DLPack tensor's shape and strides overflow its address space");
+  return NULL;
+}
+
+/* Validate a managed tensor owned by `guard` and build the tensor over it: the
+ * storage spans exactly the elements it can reach (negative strides too). */
+static PyObject *parse_managed(PyObject *guard, void *p, int versioned) {
+  DLTensor *t;
+  uint64_t flags;
+  int modern_strides = 0; /* DLPack >= 1.2: strides must be set */
+  if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+    if (m->version.major != DLPACK_MAJOR_VERSION)
+      return PyErr_Format(PyExc_BufferError,
+                          "unsupported DLPack version %u.%u: bridge understands major version %d",
+                          m->version.major, m->version.minor, DLPACK_MAJOR_VERSION);
+    flags = m->flags;
+    modern_strides = m->version.minor >= 2;
+    t = &m->dl_tensor;
+  } else {
+    t = &((DLManagedTensor *)p)->dl_tensor;
+    /* A legacy tensor cannot say whether its memory may be written (jax's is
+     * immutable on its side): import it read-only, as NumPy does. */
+    flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  }
+  int ndim = t->ndim;
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM)
+    return PyErr_Format(PyExc_BufferError, "DLPack tensor has invalid ndim %d (bridge accepts 0..%d)",
+                        ndim, BRIDGE_MAX_NDIM);
+  DLDataType dt = t->dtype;
+  if (dt.lanes != 1)
+    return PyErr_Format(PyExc_BufferError, "DLPack vector dtypes are not supported (lanes=%u)",
+                        (unsigned)dt.lanes);
+  if (!(dt.bits != 0 && dt.bits % 8 == 0) &&
+      !(dt.bits != 0 && dt.bits < 8 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)))
+    return PyErr_Format(PyExc_BufferError,
+                        "DLPack dtype (code=%u, bits=%u) is not byte-addressable (packed sub-byte "
+                        "types are not supported)",
+                        (unsigned)dt.code, (unsigned)dt.bits);
+  DTypeObject *dtype = bridge_dtype_from_dlpack(dt.code, dt.bits);
+  if (ndim > 0 && t->shape == NULL)
+    return PyErr_Format(PyExc_BufferError, "DLPack tensor has ndim %d but a NULL shape", ndim);
+  if (ndim > 0 && t->strides == NULL && modern_strides)
+    return PyErr_Format(PyExc_BufferError, "DLPack >= 1.2 producer gave NULL strides (only older producers may)");
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], acc = 1;
+  int empty = 0;
+  for (int i = ndim - 1; i >= 0; i--) {
+    shape[i] = t->shape[i];
+    if (shape[i] < 0)
+      return PyErr_Format(PyExc_BufferError, "DLPack tensor has negative size %lld in dim %d",
+                          (long long)shape[i], i);
+    if (shape[i] == 0) empty = 1;
+    if (t->strides != NULL) {
+      strides[i] = t->strides[i];
+    } else {
+      strides[i] = acc;
+      if (shape[i] > 1 && __builtin_mul_overflow(acc, shape[i], &acc)) return overflow();
+    }
+  }
+  if (dtype == NULL)
+    return PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u) has no bridge dtype",
+                        (unsigned)dt.code, (unsigned)dt.bits);
+  if (!known_device((int)t->device.device_type))
+    return PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
+  int64_t lo, hi, isz = dtype->itemsize;
+  if (bridge_view_extent(ndim, shape, strides, 0, &lo, &hi) < 0) return overflow();
+  uintptr_t base, start;
+  if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base)) return overflow();
+  int64_t nbytes = 0, offset = 0;
+  start = base;
+  if (!empty) {
+    if (t->data == NULL)
+      return PyErr_Format(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
+    int64_t count, lo_bytes;
+    if (__builtin_sub_overflow(hi, lo, &count) || __builtin_mul_overflow(count, isz, &nbytes) ||
+        __builtin_mul_overflow(-lo, isz, &lo_bytes) || (uintptr_t)lo_bytes > base)
+      return overflow();
+    start = base - (uintptr_t)lo_bytes;
+    if ((uint64_t)nbytes > UINTPTR_MAX - (uint64_t)start) return overflow();
+    offset = -lo;
+  }
+  StorageObject *storage =
+      bridge_storage_new((char *)start, nbytes, (int)t->device.device_type, t->device.device_id,
+                         guard, (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+  if (storage == NULL) return NULL;
+  PyObject *out = bridge_tensor_new(storage, dtype, ndim, shape, strides, offset, GEOM_IMPORT);
+  Py_DECREF(storage);
+  return out;
+}
+
+/* Take ownership of a managed tensor: wrap it in a guard, then parse. On any
+ * error the guard dies at once and the producer's deleter runs. */
+PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
+  PyObject *guard = PyCapsule_New(managed, versioned ? NAME_GUARD_VERSIONED : NAME_GUARD_LEGACY,
+                                  guard_destructor);
+  if (guard == NULL) {
+    if (versioned) {
+      DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
+      if (m->deleter) m->deleter(m);
+    } else {
+      DLManagedTensor *m = (DLManagedTensor *)managed;
+      if (m->deleter) m->deleter(m);
+    }
+    return NULL;
+  }
+  BUMP(STAT_IMPORTS); /* a guard made; its destructor counts the release */
+  PyObject *out = parse_managed(guard, managed, versioned);
+  Py_DECREF(guard);
+  return out;
+}
+
+PyObject *bridge_dlpack_import_capsule(PyObject *capsule) {
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL && PyErr_Occurred()) return NULL;
+  int versioned;
+  if (name != NULL && strcmp(name, NAME_VERSIONED) == 0) {
+    versioned = 1;
+  } else if (name != NULL && strcmp(name, NAME_LEGACY) == 0) {
+    versioned = 0;
+  } else if (name != NULL && (strcmp(name, NAME_USED_VERSIONED) == 0 ||
+                              strcmp(name, NAME_USED_LEGACY) == 0)) {
+    return PyErr_Format(PyExc_BufferError,
+                        "this DLPack capsule was already consumed (its name is '%s'); a capsule can "
+                        "be imported once",
+                        name);
+  } else {
+    return PyErr_Format(PyExc_ValueError,
+                        "not a DLPack capsule: its name is '%s', expected 'dltensor' or "
+                        "'dltensor_versioned'",
+                        name ? name : "(null)");
+  }
+  void *p = PyCapsule_GetPointer(capsule, name);
+  if (p == NULL) return NULL;
+  /* Rename first: from here on the capsule's destructor leaves the tensor to us. */
+  if (PyCapsule_SetName(capsule, versioned ? NAME_USED_VERSIONED : NAME_USED_LEGACY) < 0) return NULL;
+  return bridge_dlpack_adopt(p, versioned);
+}
+
+/* ------------------------------------------------ the C exchange API */
+
+/* The type's __dlpack_c_exchange_api__ capsule, or None; cached per type
+ * (borrowed from the cache). torch's types are remembered for their rules. */
+static PyObject *exchange_api_of(PyTypeObject *tp) {
+  PyObject *api = PyDict_GetItemWithError(api_cache, (PyObject *)tp);
+  if (api != NULL || PyErr_Occurred()) return api;
+  api = PyObject_GetAttr((PyObject *)tp, str_api);
+  if (api == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    api = Py_NewRef(Py_None);
+  } else if (!PyCapsule_IsValid(api, BRIDGE_NAME_API)) {
+    Py_SETREF(api, Py_NewRef(Py_None));
+  }
+  if (api != Py_None) {
+    PyObject *modname = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    const char *m = modname && PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
+    PyErr_Clear();
+    if (m != NULL && strncmp(m, "torch", 5) == 0 && PySet_Add(torch_types, (PyObject *)tp) < 0) {
+      Py_XDECREF(modname);
+      Py_DECREF(api);
+      return NULL;
+    }
+    Py_XDECREF(modname);
+  }
+  if (PyDict_GET_SIZE(api_cache) > 1024) PyDict_Clear(api_cache); /* bound the cache */
+  int rc = PyDict_SetItem(api_cache, (PyObject *)tp, api);
+  Py_DECREF(api);
+  return rc < 0 ? NULL : api;
+}
+
+/* torch tensors torch's own __dlpack__ refuses are refused on every path,
+ * the C exchange API included (which skips torch's Python checks): tensors
+ * that require grad, and lazily conjugated or negated views (their memory
+ * does not hold their values; torch 2.13's __dlpack__ misses the negative
+ * bit). Sparse and quantized tensors make torch's exchange API fail, and the
+ * caller then asks torch's __dlpack__, which raises torch's error. */
+static int refuse_torch_export(PyTypeObject *tp, PyObject *x) {
+  int is_torch = PySet_Contains(torch_types, (PyObject *)tp);
+  if (is_torch <= 0) return is_torch;
+  PyObject *grad = PyObject_GetAttr(x, str_requires_grad);
+  if (grad == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+  } else {
+    int bit = PyObject_IsTrue(grad);
+    Py_DECREF(grad);
+    if (bit < 0) return -1;
+    if (bit) {
+      PyErr_SetString(PyExc_BufferError, "Can't export tensors that require gradient, use tensor.detach()");
+      return -1;
+    }
+  }
+  PyObject *names[2] = {str_is_conj, str_is_neg};
+  for (int i = 0; i < 2; i++) {
+    PyObject *r = PyObject_CallMethodNoArgs(x, names[i]);
+    if (r == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear(); /* an older torch without the check: nothing lazy to see */
+      continue;
+    }
+    int bit = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (bit < 0) return -1;
+    if (bit) {
+      const char *kind = i == 0 ? "conjugate" : "negative";
+      PyErr_Format(PyExc_BufferError,
+                   "Can't export tensors with the %s bit set: this torch tensor is a lazy %s view "
+                   "whose memory does not hold its values. Call .%s() first (a copy)",
+                   kind, kind, i == 0 ? "resolve_conj" : "resolve_neg");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* A producer's exchange API failed and there is no __dlpack__ to ask: its
+ * C++ message may carry a backtrace. Raise a BufferError with its first
+ * line, the original chained as the cause. */
+static void exchange_error_to_buffer_error(PyObject *exc) {
+  if (exc == NULL) {
+    PyErr_SetString(PyExc_BufferError, "the producer's DLPack exchange API failed");
+    return;
+  }
+  if (PyErr_GivenExceptionMatches(exc, PyExc_BufferError)) {
+    bridge_restore_error(exc);
+    return;
+  }
+  PyObject *text = PyObject_Str(exc);
+  const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (msg == NULL) PyErr_Clear();
+  const char *nl = msg ? strchr(msg, '\n') : NULL;
+  PyObject *line = PyUnicode_FromStringAndSize(
+      msg ? msg : "", msg ? (Py_ssize_t)(nl ? nl - msg : (ptrdiff_t)strlen(msg)) : 0);
+  Py_XDECREF(text);
+  if (line == NULL) {
+    Py_DECREF(exc);
+    return;
+  }
+  PyErr_Format(PyExc_BufferError, "the producer's DLPack exchange API failed: %U", line);
+  Py_DECREF(line);
+  PyObject *mine = bridge_fetch_error();
+  PyException_SetCause(mine, exc); /* steals exc */
+  bridge_restore_error(mine);
+}
+
+/* Import through a type's exchange API. Returns the tensor; NULL with an
+ * exception; or NULL with no exception when the API failed and the caller
+ * should ask __dlpack__ (which applies the producer's own rules). */
+static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObject *x) {
+  if (refuse_torch_export(tp, x) < 0) return NULL;
+  DLPackExchangeAPI *api = (DLPackExchangeAPI *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
+  if (api == NULL) return NULL;
+  if (api->header.version.major != DLPACK_MAJOR_VERSION || api->managed_tensor_from_py_object_no_sync == NULL)
+    return PyErr_Format(PyExc_BufferError, "unsupported DLPack exchange API version %u.%u",
+                        api->header.version.major, api->header.version.minor);
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL)
+    return bridge_dlpack_adopt(m, 1);
+  PyObject *exc = bridge_fetch_error();
+  PyObject *method = PyObject_GetAttr(x, bridge_str_dlpack);
+  if (method != NULL) {
+    Py_DECREF(method);
+    Py_XDECREF(exc);
+    return NULL; /* no exception: ask __dlpack__ */
+  }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    Py_XDECREF(exc);
+    return NULL;
+  }
+  PyErr_Clear();
+  exchange_error_to_buffer_error(exc);
+  return NULL;
+}
+
+/* __dlpack__(max_version=(1, 3)), retried without keywords on TypeError
+ * (producers older than the 2023 signature). */
+static PyObject *ask_dlpack(PyObject *x) {
+  PyObject *callargs[2] = {x, bridge_max_version_value};
+  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs,
+                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, bridge_kw_max_version);
+  if (cap == NULL) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, bridge_str_dlpack)) {
+      PyErr_Clear();
+      return PyErr_Format(PyExc_TypeError, "%.200s does not support DLPack (no __dlpack__ method)",
+                          Py_TYPE(x)->tp_name);
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    PyErr_Clear();
+    cap = PyObject_CallMethodNoArgs(x, bridge_str_dlpack);
+    if (cap == NULL) return NULL;
+  }
+  if (!PyCapsule_CheckExact(cap)) {
+    PyErr_Format(PyExc_TypeError, "%.200s.__dlpack__ returned %.200s, not a capsule",
+                 Py_TYPE(x)->tp_name, Py_TYPE(cap)->tp_name);
+    Py_DECREF(cap);
+    return NULL;
+  }
+  PyObject *out = bridge_dlpack_import_capsule(cap);
+  Py_DECREF(cap);
+  return out;
+}
+
+/* bridge.from_dlpack(x, /, *, device=None, copy=None) */
+static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf,
+                                PyObject *kwnames) {
+  (void)mod;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  int plain = nargs == 1;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; plain && i < nkw; i++) plain = args[nargs + i] == Py_None;
+  PyObject *x = nargs >= 1 ? args[0] : NULL;
+  if (!plain || Tensor_Check(x)) {
+    PyObject *slow = bridge_callback_get(CB_DLPACK_IMPORT);
+    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  }
+  PyTypeObject *tp = Py_TYPE(x);
+  if (tp == &PyCapsule_Type) return bridge_dlpack_import_capsule(x);
+  PyObject *api = exchange_api_of(tp);
+  if (api == NULL) return NULL;
+  if (api != Py_None) {
+    PyObject *out = import_exchange(api, tp, x);
+    if (out != NULL || PyErr_Occurred()) return out;
+  }
+  return ask_dlpack(x);
+}
+
+/* dlpack_import(capsule) -> Tensor: the Python policy's import of a capsule
+ * it asked for. check_torch_export(x): the torch refusal for that path. */
+static PyObject *py_dlpack_import(PyObject *mod, PyObject *capsule) {
+  (void)mod;
+  if (!PyCapsule_CheckExact(capsule))
+    return PyErr_Format(PyExc_TypeError, "expected a DLPack PyCapsule, got %.200s", Py_TYPE(capsule)->tp_name);
+  return bridge_dlpack_import_capsule(capsule);
+}
+
+/* dlpack_flags(capsule): the flags of an unconsumed versioned capsule (0 for
+ * a legacy one, which has none), read before the capsule is imported. */
+static PyObject *py_dlpack_flags(PyObject *mod, PyObject *capsule) {
+  (void)mod;
+  if (PyCapsule_IsValid(capsule, NAME_VERSIONED)) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, NAME_VERSIONED);
+    return m ? PyLong_FromUnsignedLongLong(m->flags) : NULL;
+  }
+  if (PyCapsule_IsValid(capsule, NAME_LEGACY)) return PyLong_FromLong(0);
+  return PyErr_Format(PyExc_ValueError, "not an unconsumed DLPack capsule");
+}
+
+static PyObject *py_check_torch_export(PyObject *mod, PyObject *x) {
+  (void)mod;
+  if (exchange_api_of(Py_TYPE(x)) == NULL) return NULL; /* registers torch's types */
+  if (refuse_torch_export(Py_TYPE(x), x) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef import_functions[] = {
+    {"from_dlpack", (PyCFunction)(void (*)(void))py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(x, /, *, device=None, copy=None)\n--\n\n"
+     "A bridge tensor sharing the memory of x (the Python array API's from_dlpack).\n\n"
+     "x may be any object with __dlpack__, or a bare DLPack capsule. The producer is asked for a\n"
+     "versioned capsule (max_version=(1, 3)) and asked again without keywords if it raises\n"
+     "TypeError. Types that publish __dlpack_c_exchange_api__ (PyTorch >= 2.11, tvm-ffi) are\n"
+     "read through that C API instead, with no capsule.\n\n"
+     "The producer's memory stays alive until the last bridge view of it dies; its deleter then\n"
+     "runs exactly once. READ_ONLY memory, and every legacy (unversioned) capsule, give a\n"
+     "read-only tensor. copy=True always returns new, writable memory; copy=False never copies\n"
+     "(ValueError when the producer needs to). device asks the producer for that device (\"cpu\"\n"
+     "or a (device_type, device_id) pair).\n\n"
+     "torch tensors torch's own __dlpack__ refuses (requiring grad, lazy conjugate/negative views,\n"
+     "sparse, quantized) are refused with torch's BufferError on every path.\n\n"
+     "Errors: BufferError for capsules bridge cannot represent (unknown dtype or device, lanes !=\n"
+     "1, bad ndim, NULL shape, NULL strides from a >= 1.2 producer, NULL data for a non-empty\n"
+     "tensor, major version != 1, overflowing extents) and for consumed capsules; ValueError for\n"
+     "capsules with a wrong name; TypeError for objects without DLPack support."},
+    {"dlpack_import", (PyCFunction)py_dlpack_import, METH_O,
+     "dlpack_import(capsule, /)\n--\n\nConsume a DLPack capsule into a tensor."},
+    {"dlpack_flags", (PyCFunction)py_dlpack_flags, METH_O,
+     "dlpack_flags(capsule, /)\n--\n\nThe flags of an unconsumed DLPack capsule (0 for a legacy one)."},
+    {"check_torch_export", (PyCFunction)py_check_torch_export, METH_O,
+     "check_torch_export(x, /)\n--\n\nBufferError when x is a torch tensor torch would not export."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_dlpack_import_init(PyObject *mod) {
+  if (!(api_cache = PyDict_New()) || !(torch_types = PySet_New(NULL)) ||
+      !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
+      !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
+      !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
+      !(str_requires_grad = PyUnicode_InternFromString("requires_grad")))
+    return -1;
+  return PyModule_AddFunctions(mod, import_functions);
+}

@@ -1,0 +1,154 @@
+/* bridge_init: the C core's entry point (called once through cffi by
+ * bridge/core/native.py). It readies the three types and creates two
+ * modules in sys.modules: bridge._C (the core objects, the protocol
+ * functions, the registry) and bridge._drivers (test and conformance drivers,
+ * apart). cffi cannot pass Python objects, so nothing crosses its boundary
+ * but this call; everything after it is ordinary CPython. */
+
+#include "core.h"
+
+PyObject *bridge_str_dlpack, *bridge_str_max_version, *bridge_kw_max_version,
+    *bridge_max_version_value;
+extern PyObject *bridge_ndarray_type, *bridge_contiguous_format;
+int bridge_tensor_prepare_type(void);
+int bridge_tensor_init(PyObject *mod);
+
+/* ----------------------------------------------------------- registry */
+
+static PyObject *callbacks[CB_COUNT];
+static const char *callback_names[CB_COUNT] = {
+    "device", "dlpack_export", "dlpack_import", "arrow_export", "arrow_import", "numpy_slow",
+};
+
+PyObject *bridge_callback_get(bridge_callback which) {
+  PyObject *cb = callbacks[which];
+  if (cb == NULL)
+    PyErr_Format(PyExc_RuntimeError, "bridge's %s callback is not registered (import bridge first)",
+                 callback_names[which]);
+  return cb;
+}
+
+static int check_subclass(PyObject *cls, PyTypeObject *base) {
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, base) ||
+      ((PyTypeObject *)cls)->tp_basicsize != base->tp_basicsize ||
+      ((PyTypeObject *)cls)->tp_dictoffset != 0) {
+    PyErr_Format(PyExc_TypeError, "expected a subclass of %s with __slots__ = ()", base->tp_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* _register(name, obj): the Python layer hands C its classes, objects and
+ * the policy functions the C fast paths fall back on. */
+static PyObject *py_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2 || !PyUnicode_Check(args[0])) return PyErr_Format(PyExc_TypeError, "_register(name, obj)");
+  const char *name = PyUnicode_AsUTF8(args[0]);
+  PyObject *obj = args[1];
+  if (name == NULL) return NULL;
+  for (int i = 0; i < CB_COUNT; i++) {
+    if (strcmp(name, callback_names[i]) == 0) {
+      if (!PyCallable_Check(obj)) return PyErr_Format(PyExc_TypeError, "%s must be callable", name);
+      Py_XSETREF(callbacks[i], Py_NewRef(obj));
+      Py_RETURN_NONE;
+    }
+  }
+  if (strcmp(name, "tensor_class") == 0) {
+    if (check_subclass(obj, &BridgeTensor_Type) < 0) return NULL;
+    bridge_tensor_class = (PyTypeObject *)Py_NewRef(obj);
+  } else if (strcmp(name, "storage_class") == 0) {
+    if (check_subclass(obj, &BridgeStorage_Type) < 0) return NULL;
+    bridge_storage_class = (PyTypeObject *)Py_NewRef(obj);
+  } else if (strcmp(name, "ndarray") == 0) {
+    if (!PyType_Check(obj)) return PyErr_Format(PyExc_TypeError, "ndarray must be a type");
+    Py_XSETREF(bridge_ndarray_type, Py_NewRef(obj));
+  } else if (strcmp(name, "contiguous_format") == 0) {
+    Py_XSETREF(bridge_contiguous_format, Py_NewRef(obj));
+  } else {
+    return PyErr_Format(PyExc_ValueError, "unknown registration %R", args[0]);
+  }
+  Py_RETURN_NONE;
+}
+
+/* stats() -> the C counters, for leak and exactly-once tests. */
+static PyObject *py_stats(PyObject *mod, PyObject *unused) {
+  (void)mod;
+  (void)unused;
+  static const char *keys[STAT_COUNT] = {
+      "exports", "export_deleters", "imports", "import_releases", "test_deleters",
+      "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases"};
+  PyObject *d = PyDict_New();
+  for (int i = 0; d && i < STAT_COUNT; i++) {
+    PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
+    if (v == NULL || PyDict_SetItemString(d, keys[i], v) < 0) Py_CLEAR(d);
+    Py_XDECREF(v);
+  }
+  return d;
+}
+
+static PyMethodDef core_functions[] = {
+    {"_register", (PyCFunction)(void (*)(void))py_register, METH_FASTCALL,
+     "_register(name, obj, /)\n--\n\nHand the C core a class, object or policy function (private)."},
+    {"stats", (PyCFunction)py_stats, METH_NOARGS,
+     "stats()\n--\n\nCounters kept in C: DLPack exports and their deleters run, imports and their "
+     "guards released, test-deleter calls, and the same for Arrow."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "bridge._C",
+    "The C core of dlpack-bridge: DTypeBase, StorageBase, TensorBase and the protocol functions.",
+    -1, core_functions, NULL, NULL, NULL, NULL};
+
+static struct PyModuleDef drivers_module = {
+    PyModuleDef_HEAD_INIT, "bridge._drivers",
+    "Drivers for tests and the conformance kit (hand-made capsules, counting deleters, exchange "
+    "API callers); not part of the production paths.",
+    -1, NULL, NULL, NULL, NULL, NULL};
+
+static int init_modules(void) {
+  if (!(bridge_str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
+      !(bridge_str_max_version = PyUnicode_InternFromString("max_version")) ||
+      !(bridge_kw_max_version = PyTuple_Pack(1, bridge_str_max_version)) ||
+      !(bridge_max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
+    return -1;
+  if (bridge_tensor_prepare_type() < 0 || PyType_Ready(&BridgeDType_Type) < 0 ||
+      PyType_Ready(&BridgeStorage_Type) < 0 || PyType_Ready(&BridgeTensor_Type) < 0)
+    return -1;
+  PyObject *core = PyModule_Create(&core_module);
+  if (core == NULL) return -1;
+  PyObject *drivers = PyModule_Create(&drivers_module);
+  PyObject *modules = PyImport_GetModuleDict();
+  int rc = drivers == NULL ||
+           PyModule_AddObjectRef(core, "DTypeBase", (PyObject *)&BridgeDType_Type) < 0 ||
+           PyModule_AddObjectRef(core, "StorageBase", (PyObject *)&BridgeStorage_Type) < 0 ||
+           PyModule_AddObjectRef(core, "TensorBase", (PyObject *)&BridgeTensor_Type) < 0 ||
+           PyModule_AddIntConstant(core, "MAX_NDIM", BRIDGE_MAX_NDIM) < 0 ||
+           PyModule_AddIntConstant(core, "ALIGNMENT", BRIDGE_ALIGNMENT) < 0 ||
+           bridge_tensor_init(core) < 0 || bridge_values_init(core) < 0 ||
+           bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
+           bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||
+           bridge_arrow_export_init(core) < 0 || bridge_arrow_import_init(core) < 0 ||
+           bridge_drivers_init(drivers) < 0 || PyDict_SetItemString(modules, "bridge._C", core) < 0 ||
+           PyDict_SetItemString(modules, "bridge._drivers", drivers) < 0
+               ? -1
+               : 0;
+  Py_DECREF(core);
+  Py_XDECREF(drivers);
+  return rc;
+}
+
+int bridge_init(void) {
+  static int done = 0;
+  PyGILState_STATE gil = PyGILState_Ensure(); /* cffi calls this without the GIL */
+  int rc = 0;
+  if (!done) {
+    rc = init_modules();
+    if (rc == 0)
+      done = 1;
+    else
+      PyErr_Print();
+  }
+  PyGILState_Release(gil);
+  return rc;
+}

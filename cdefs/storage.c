@@ -1,0 +1,297 @@
+/* StorageBase: the one ownership record of a run of bytes (pointer, size,
+ * device, read-only bit, owner). bridge.UntypedStorage is the Python class on
+ * top; every storage, allocated or foreign, goes through
+ * bridge_storage_adopt, the one place an owner is set. */
+
+#include "core.h"
+
+#include <structmember.h>
+
+PyTypeObject *bridge_storage_class = &BridgeStorage_Type;
+static PyObject *cpu_device; /* cached bridge.device("cpu") */
+
+int bridge_host_accessible(int dev_type) {
+  return dev_type == kDLCPU || dev_type == kDLCUDAHost || dev_type == kDLROCMHost ||
+         dev_type == kDLCUDAManaged;
+}
+
+int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_type, int dev_id,
+                         PyObject *owner, int readonly, int resizable, int shared,
+                         PyObject *filename) {
+  if (nbytes < 0) {
+    PyErr_Format(PyExc_ValueError, "storage size must be non-negative, got %lld", (long long)nbytes);
+    return -1;
+  }
+  if (data == NULL && nbytes > 0) {
+    PyErr_SetString(PyExc_ValueError, "a storage of more than 0 bytes needs a non-NULL address");
+    return -1;
+  }
+  if ((uint64_t)(uintptr_t)data > UINTPTR_MAX - (uint64_t)nbytes) {
+    PyErr_SetString(PyExc_ValueError, "the storage's bytes run past the end of the address space");
+    return -1;
+  }
+  if (owner == NULL || (owner == Py_None && nbytes > 0)) {
+    PyErr_SetString(PyExc_ValueError, "a storage of foreign memory needs an owner that keeps it alive");
+    return -1;
+  }
+  if (filename != NULL && filename != Py_None && !PyUnicode_Check(filename)) {
+    PyErr_SetString(PyExc_TypeError, "filename must be a str or None");
+    return -1;
+  }
+  if (s->dev_type != dev_type || s->dev_id != dev_id) Py_CLEAR(s->device);
+  s->data = data;
+  s->nbytes = nbytes;
+  s->dev_type = dev_type;
+  s->dev_id = dev_id;
+  s->readonly = readonly != 0;
+  s->resizable = resizable != 0;
+  s->shared = shared != 0;
+  Py_XSETREF(s->owner, Py_NewRef(owner));
+  Py_XSETREF(s->filename, filename == Py_None ? NULL : Py_XNewRef(filename));
+  return 0;
+}
+
+static StorageObject *storage_alloc_object(void) {
+  StorageObject *s = (StorageObject *)bridge_storage_class->tp_alloc(bridge_storage_class, 0);
+  if (s != NULL) {
+    s->dev_type = kDLCPU;
+    s->owner = Py_NewRef(Py_None);
+  }
+  return s;
+}
+
+StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
+                                  PyObject *owner, int readonly) {
+  StorageObject *s = storage_alloc_object();
+  if (s == NULL) return NULL;
+  if (bridge_storage_adopt(s, data, nbytes, dev_type, dev_id, owner, readonly, 0, 0, NULL) < 0) {
+    Py_DECREF(s);
+    return NULL;
+  }
+  return s;
+}
+
+StorageObject *bridge_storage_alloc(int64_t nbytes, int zeroed) {
+  char *data;
+  PyObject *owner = bridge_memory_new(nbytes, zeroed, &data);
+  if (owner == NULL) return NULL;
+  StorageObject *s = storage_alloc_object();
+  if (s == NULL || bridge_storage_adopt(s, data, nbytes, kDLCPU, 0, owner, 0, 1, 0, NULL) < 0) {
+    Py_XDECREF(s);
+    Py_DECREF(owner);
+    return NULL;
+  }
+  Py_DECREF(owner);
+  return s;
+}
+
+PyObject *bridge_storage_device(StorageObject *s) {
+  if (s->device != NULL) return Py_NewRef(s->device);
+  if (s->dev_type == kDLCPU && cpu_device != NULL) {
+    s->device = Py_NewRef(cpu_device);
+    return Py_NewRef(cpu_device);
+  }
+  PyObject *factory = bridge_callback_get(CB_DEVICE);
+  if (factory == NULL) return NULL;
+  PyObject *dev = PyObject_CallFunction(factory, "ii", s->dev_type, s->dev_id);
+  if (dev == NULL) return NULL;
+  if (s->dev_type == kDLCPU) cpu_device = Py_NewRef(dev);
+  s->device = Py_NewRef(dev);
+  return dev;
+}
+
+/* ------------------------------------------------------------- the type */
+
+static PyObject *storage_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  (void)args;
+  (void)kwargs;
+  StorageObject *s = (StorageObject *)type->tp_alloc(type, 0);
+  if (s != NULL) {
+    s->dev_type = kDLCPU;
+    s->owner = Py_NewRef(Py_None);
+  }
+  return (PyObject *)s;
+}
+
+/* (Instances are of the Python subclass, whose subtype_traverse visits the
+ * type and whose subtype_dealloc drops it: the static base does neither.) */
+static int storage_traverse(StorageObject *s, visitproc visit, void *arg) {
+  Py_VISIT(s->owner);
+  Py_VISIT(s->device);
+  Py_VISIT(s->filename);
+  return 0;
+}
+
+static int storage_clear(StorageObject *s) {
+  Py_CLEAR(s->owner);
+  Py_CLEAR(s->device);
+  Py_CLEAR(s->filename);
+  return 0;
+}
+
+static void storage_dealloc(StorageObject *s) {
+  PyObject_GC_UnTrack(s);
+  if (s->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)s);
+  storage_clear(s);
+  Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+/* _adopt(data, nbytes, owner, *, device=(1, 0), readonly=False,
+ *        resizable=False, shared=False, filename=None) */
+static PyObject *storage_adopt_py(StorageObject *s, PyObject *args, PyObject *kwargs) {
+  unsigned long long data;
+  long long nbytes;
+  PyObject *owner, *filename = Py_None;
+  int dev_type = kDLCPU, dev_id = 0, readonly = 0, resizable = 0, shared = 0;
+  static char *kwlist[] = {"data", "nbytes", "owner", "device", "readonly", "resizable",
+                           "shared", "filename", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KLO|$(ii)pppO:_adopt", kwlist, &data, &nbytes,
+                                   &owner, &dev_type, &dev_id, &readonly, &resizable, &shared,
+                                   &filename))
+    return NULL;
+  if (bridge_storage_adopt(s, (char *)(uintptr_t)data, nbytes, dev_type, dev_id, owner, readonly,
+                           resizable, shared, filename) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+/* _allocate(nbytes, zeroed=False): adopt a fresh block bridge owns. */
+static PyObject *storage_allocate_py(StorageObject *s, PyObject *args, PyObject *kwargs) {
+  long long nbytes;
+  int zeroed = 0;
+  static char *kwlist[] = {"nbytes", "zeroed", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|p:_allocate", kwlist, &nbytes, &zeroed))
+    return NULL;
+  char *data;
+  PyObject *owner = bridge_memory_new(nbytes, zeroed, &data);
+  if (owner == NULL) return NULL;
+  int rc = bridge_storage_adopt(s, data, nbytes, kDLCPU, 0, owner, 0, 1, 0, NULL);
+  Py_DECREF(owner);
+  if (rc < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *storage_data_ptr(StorageObject *s, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromVoidPtr(s->data);
+}
+
+static PyObject *storage_nbytes(StorageObject *s, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLongLong(s->nbytes);
+}
+
+static PyObject *storage_resizable(StorageObject *s, PyObject *unused) {
+  (void)unused;
+  return PyBool_FromLong(s->resizable);
+}
+
+static PyObject *storage_is_shared(StorageObject *s, PyObject *unused) {
+  (void)unused;
+  return PyBool_FromLong(s->shared);
+}
+
+static Py_ssize_t storage_len(StorageObject *s) { return (Py_ssize_t)s->nbytes; }
+
+static PyObject *storage_get_device(StorageObject *s, void *c) {
+  (void)c;
+  return bridge_storage_device(s);
+}
+
+static PyObject *storage_get_owner(StorageObject *s, void *c) {
+  (void)c;
+  return Py_NewRef(s->owner);
+}
+
+static PyObject *storage_get_readonly(StorageObject *s, void *c) {
+  (void)c;
+  return PyBool_FromLong(s->readonly);
+}
+
+static PyObject *storage_get_filename(StorageObject *s, void *c) {
+  (void)c;
+  return Py_NewRef(s->filename != NULL ? s->filename : Py_None);
+}
+
+static PyObject *storage_get_dlpack_device(StorageObject *s, void *c) {
+  (void)c;
+  return Py_BuildValue("(ii)", s->dev_type, s->dev_id);
+}
+
+static PyObject *storage_get_host(StorageObject *s, void *c) {
+  (void)c;
+  return PyBool_FromLong(bridge_host_accessible(s->dev_type));
+}
+
+/* The storage's bytes as a flat 'B' buffer (host memory only). The view
+ * holds the owner, so it outlives a later resize_() or share_memory_(). */
+static int storage_getbuffer(StorageObject *s, Py_buffer *view, int flags) {
+  if (!bridge_host_accessible(s->dev_type)) {
+    PyErr_SetString(PyExc_BufferError, "a device storage has no host buffer");
+    return -1;
+  }
+  if (PyBuffer_FillInfo(view, (PyObject *)s, s->data, (Py_ssize_t)s->nbytes, s->readonly, flags) < 0)
+    return -1;
+  view->internal = Py_NewRef(s->owner);
+  return 0;
+}
+
+static void storage_releasebuffer(StorageObject *s, Py_buffer *view) {
+  (void)s;
+  Py_XDECREF((PyObject *)view->internal);
+}
+
+static PyBufferProcs storage_as_buffer = {(getbufferproc)storage_getbuffer,
+                                          (releasebufferproc)storage_releasebuffer};
+static PySequenceMethods storage_as_sequence = {.sq_length = (lenfunc)storage_len};
+
+static PyMethodDef storage_methods[] = {
+    {"_adopt", (PyCFunction)(void (*)(void))storage_adopt_py, METH_VARARGS | METH_KEYWORDS,
+     "_adopt($self, data, nbytes, owner, *, device=(1, 0), readonly=False, resizable=False, "
+     "shared=False, filename=None)\n--\n\nSet the ownership record (private)."},
+    {"_allocate", (PyCFunction)(void (*)(void))storage_allocate_py, METH_VARARGS | METH_KEYWORDS,
+     "_allocate($self, nbytes, zeroed=False)\n--\n\nAdopt fresh memory bridge owns (private)."},
+    {"data_ptr", (PyCFunction)storage_data_ptr, METH_NOARGS,
+     "data_ptr($self, /)\n--\n\nAddress of the first byte (0 only for some empty foreign storages)."},
+    {"nbytes", (PyCFunction)storage_nbytes, METH_NOARGS, "nbytes($self, /)\n--\n\nSize in bytes."},
+    {"size", (PyCFunction)storage_nbytes, METH_NOARGS,
+     "size($self, /)\n--\n\nSize in bytes (an untyped storage's elements are bytes)."},
+    {"resizable", (PyCFunction)storage_resizable, METH_NOARGS,
+     "resizable($self, /)\n--\n\nWhether resize_() may reallocate this storage (only memory "
+     "bridge allocated)."},
+    {"is_shared", (PyCFunction)storage_is_shared, METH_NOARGS,
+     "is_shared($self, /)\n--\n\nWhether the memory is shared between processes (shared memory "
+     "or a shared file map)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef storage_getset[] = {
+    {"device", (getter)storage_get_device, NULL, "The device holding the memory.", NULL},
+    {"owner", (getter)storage_get_owner, NULL,
+     "The object whose lifetime keeps this memory valid (what an exporter holds).", NULL},
+    {"is_readonly", (getter)storage_get_readonly, NULL,
+     "Whether writes are forbidden (memory borrowed read-only).", NULL},
+    {"filename", (getter)storage_get_filename, NULL,
+     "The mapped file's path for from_file storages, else None.", NULL},
+    {"_dlpack_device", (getter)storage_get_dlpack_device, NULL, "(DLDeviceType, device_id).",
+     NULL},
+    {"_host_accessible", (getter)storage_get_host, NULL,
+     "Whether the host can read and write the memory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject BridgeStorage_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bridge._C.StorageBase",
+    .tp_basicsize = sizeof(StorageObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C part of bridge.UntypedStorage: one ownership record.",
+    .tp_new = storage_tp_new,
+    .tp_dealloc = (destructor)storage_dealloc,
+    .tp_traverse = (traverseproc)storage_traverse,
+    .tp_clear = (inquiry)storage_clear,
+    .tp_weaklistoffset = offsetof(StorageObject, weakreflist),
+    .tp_methods = storage_methods,
+    .tp_getset = storage_getset,
+    .tp_as_buffer = &storage_as_buffer,
+    .tp_as_sequence = &storage_as_sequence,
+};

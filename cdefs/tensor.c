@@ -1,0 +1,707 @@
+/* TensorBase: a typed, strided view of a storage, and the one constructor
+ * every tensor is made by (views, imports, factories). bridge.Tensor is the
+ * Python class on top. Strides and offset count elements. */
+
+#include "core.h"
+
+#include <stdlib.h>
+
+PyTypeObject *bridge_tensor_class = &BridgeTensor_Type;
+
+/* --------------------------------------------------------- arithmetic */
+
+int bridge_view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                       int64_t *lo_out, int64_t *hi_out) {
+  int64_t lo = offset, hi = offset;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) {
+      *lo_out = *hi_out = offset;
+      return 0;
+    }
+  }
+  for (int i = 0; i < ndim; i++) {
+    int64_t span;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &span)) return -1;
+    if (span > 0 ? __builtin_add_overflow(hi, span, &hi) : __builtin_add_overflow(lo, span, &lo))
+      return -1;
+  }
+  if (__builtin_add_overflow(hi, 1, &hi)) return -1;
+  *lo_out = lo;
+  *hi_out = hi;
+  return 0;
+}
+
+int64_t bridge_numel(const TensorObject *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i]; /* the constructor checked it fits */
+  return n;
+}
+
+int bridge_is_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 1; /* empty tensors are contiguous (torch's rule) */
+  int64_t expected = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] != 1) {
+      if (strides[i] != expected) return 0;
+      expected *= shape[i];
+    }
+  }
+  return 1;
+}
+
+void bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out) {
+  int64_t acc = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    out[i] = acc;
+    acc *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+/* ------------------------------------------------------- dims storage */
+
+/* Dims lent to an exchange API consumer (the tensor's `lent` bit) are never
+ * rewritten or freed while the tensor lives: a geometry change moves to new
+ * dims and keeps the old heap block on the `retired` list. */
+typedef struct retired_block {
+  struct retired_block *next;
+  int64_t dims[];
+} retired_block;
+
+static int64_t *heap_dims(TensorObject *t) {
+  return t->shape != t->inline_dims ? t->shape : NULL;
+}
+
+static void free_dims(TensorObject *t) {
+  int64_t *heap = heap_dims(t);
+  if (heap != NULL) free((char *)heap - offsetof(retired_block, dims));
+  while (t->retired != NULL) {
+    retired_block *b = (retired_block *)t->retired;
+    t->retired = b->next;
+    free(b);
+  }
+}
+
+static int set_dims(TensorObject *t, int ndim, const int64_t *shape, const int64_t *strides) {
+  int64_t *old_heap = heap_dims(t);
+  int64_t *dst;
+  int inline_ok = ndim <= BRIDGE_INLINE_NDIM && !(t->lent & BRIDGE_LENT_INLINE);
+  if (inline_ok) {
+    dst = t->inline_dims;
+  } else {
+    retired_block *b = (retired_block *)malloc(sizeof(retired_block) + 2 * (size_t)(ndim ? ndim : 1) * sizeof(int64_t));
+    if (b == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    b->next = NULL;
+    dst = b->dims;
+  }
+  /* shape and strides may point into the dims being replaced: copy first */
+  int64_t tmp[2 * BRIDGE_MAX_NDIM];
+  memcpy(tmp, shape, (size_t)ndim * sizeof(int64_t));
+  memcpy(tmp + ndim, strides, (size_t)ndim * sizeof(int64_t));
+  memcpy(dst, tmp, 2 * (size_t)ndim * sizeof(int64_t));
+  if (old_heap != NULL && old_heap != dst) {
+    retired_block *ob = (retired_block *)((char *)old_heap - offsetof(retired_block, dims));
+    if (t->lent & BRIDGE_LENT_HEAP) {
+      ob->next = (retired_block *)t->retired;
+      t->retired = ob;
+    } else {
+      free(ob);
+    }
+  }
+  t->ndim = ndim;
+  t->shape = dst;
+  t->strides = dst + ndim;
+  t->lent &= (uint8_t)~BRIDGE_LENT_HEAP; /* new dims are not lent yet; lent inline dims stay frozen */
+  Py_CLEAR(t->shape_tuple);
+  Py_CLEAR(t->strides_tuple);
+  return 0;
+}
+
+/* ---------------------------------------------------------- validation */
+
+static PyObject *geometry_error(int mode) {
+  return mode == GEOM_IMPORT ? PyExc_BufferError : mode == GEOM_DERIVED ? PyExc_RuntimeError
+                                                                         : PyExc_ValueError;
+}
+
+static int format_dims(char *buf, size_t cap, int ndim, const int64_t *v) {
+  size_t n = (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < ndim && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)v[i]);
+  if (n < cap) n += (size_t)snprintf(buf + n, cap - n, ndim == 1 ? ",)" : ")");
+  return 0;
+}
+
+/* Checks a geometry against a storage; fills the element extent. */
+static int check_geometry(StorageObject *storage, DTypeObject *dtype, int ndim,
+                          const int64_t *shape, const int64_t *strides, int64_t offset, int mode,
+                          int64_t *lo_out, int64_t *hi_out) {
+  PyObject *exc = geometry_error(mode);
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM) {
+    PyErr_Format(exc, "a tensor has at most %d dimensions, got %d", BRIDGE_MAX_NDIM, ndim);
+    return -1;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      PyErr_Format(exc, "negative dimension %lld in size", (long long)shape[i]);
+      return -1;
+    }
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+      char s[512];
+      format_dims(s, sizeof s, ndim, shape);
+      PyErr_Format(exc, "a tensor of size %s has more than 2**63 - 1 elements", s);
+      return -1;
+    }
+  }
+  int64_t lo, hi, cap = storage->nbytes / dtype->itemsize, hi_bytes;
+  if (bridge_view_extent(ndim, shape, strides, offset, &lo, &hi) < 0) {
+    PyErr_SetString(exc, "the tensor's shape and strides overflow a 64-bit range of elements");
+    return -1;
+  }
+  int empty = numel == 0;
+  /* An empty view reaches nothing: a view derived from another may sit
+   * anywhere (indexing an empty dim with a negative stride moves it below 0) */
+  if (offset < 0 && !(empty && mode == GEOM_DERIVED)) {
+    PyErr_Format(exc, "storage offset must be non-negative, got %lld", (long long)offset);
+    return -1;
+  }
+  if (empty ? (mode == GEOM_USER && offset > cap)
+            : (lo < 0 || __builtin_mul_overflow(hi, (int64_t)dtype->itemsize, &hi_bytes) ||
+               hi_bytes > storage->nbytes)) {
+    char s[512], st[512];
+    format_dims(s, sizeof s, ndim, shape);
+    format_dims(st, sizeof st, ndim, strides);
+    if (mode == GEOM_DERIVED)
+      PyErr_Format(exc,
+                   "the view of size %s with strides %s views bytes [%lld, %lld) of a storage that "
+                   "now holds %lld bytes (the storage was resized after the view was made)",
+                   s, st, (long long)(lo * dtype->itemsize), (long long)(hi * dtype->itemsize),
+                   (long long)storage->nbytes);
+    else if (empty)
+      PyErr_Format(exc, "storage offset %lld is past the end of a storage of %lld elements",
+                   (long long)offset, (long long)cap);
+    else
+      PyErr_Format(exc,
+                   "view of size %s with strides %s and offset %lld reaches elements [%lld, %lld) "
+                   "but the storage holds %lld elements",
+                   s, st, (long long)offset, (long long)lo, (long long)hi, (long long)cap);
+    return -1;
+  }
+  *lo_out = lo;
+  *hi_out = hi;
+  return 0;
+}
+
+PyObject *bridge_tensor_new(StorageObject *storage, DTypeObject *dtype, int ndim,
+                            const int64_t *shape, const int64_t *strides, int64_t offset,
+                            int mode) {
+  int64_t lo, hi;
+  if (check_geometry(storage, dtype, ndim, shape, strides, offset, mode, &lo, &hi) < 0) return NULL;
+  TensorObject *t = (TensorObject *)bridge_tensor_class->tp_alloc(bridge_tensor_class, 0);
+  if (t == NULL) return NULL;
+  t->shape = t->strides = t->inline_dims;
+  if (set_dims(t, ndim, shape, strides) < 0) {
+    Py_DECREF(t);
+    return NULL;
+  }
+  t->storage = (StorageObject *)Py_NewRef(storage);
+  t->dtype = (DTypeObject *)Py_NewRef(dtype);
+  t->offset = offset;
+  t->lo = lo;
+  t->hi = hi;
+  return (PyObject *)t;
+}
+
+int bridge_tensor_assign(TensorObject *t, StorageObject *storage, DTypeObject *dtype, int ndim,
+                         const int64_t *shape, const int64_t *strides, int64_t offset, int mode) {
+  int64_t lo, hi;
+  if (check_geometry(storage, dtype, ndim, shape, strides, offset, mode, &lo, &hi) < 0) return -1;
+  if (set_dims(t, ndim, shape, strides) < 0) return -1;
+  Py_SETREF(t->storage, (StorageObject *)Py_NewRef(storage));
+  Py_SETREF(t->dtype, (DTypeObject *)Py_NewRef(dtype));
+  t->offset = offset;
+  t->lo = lo;
+  t->hi = hi;
+  return 0;
+}
+
+int bridge_tensor_check_bounds(TensorObject *t, PyObject *exc) {
+  if (t->lo == t->hi) return 0;
+  int64_t isz = t->dtype->itemsize;
+  if (t->hi * isz <= t->storage->nbytes) return 0; /* lo >= 0 and hi*isz fit: checked when made */
+  PyErr_Format(exc,
+               "the tensor views bytes [%lld, %lld) of a storage that now holds %lld bytes (the "
+               "storage was resized after the view was made)",
+               (long long)(t->lo * isz), (long long)(t->hi * isz), (long long)t->storage->nbytes);
+  return -1;
+}
+
+/* ------------------------------------------------------ Python helpers */
+
+int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
+  PyObject *fast = PySequence_Check(seq) ? PySequence_Fast(seq, what) : NULL;
+  if (fast == NULL) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, seq);
+    return -1;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > max) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_ValueError, "%s has %zd entries; a tensor has at most %d dimensions", what,
+                 n, max);
+    return -1;
+  }
+  PyObject **items = PySequence_Fast_ITEMS(fast);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *v = items[i];
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+      PyObject *tup = PySequence_Tuple(fast);
+      PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, tup ? tup : seq);
+      Py_XDECREF(tup);
+      Py_DECREF(fast);
+      return -1;
+    }
+    int overflow = 0;
+    PyObject *idx = PyNumber_Index(v);
+    long long x = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
+    if (idx != NULL && overflow) {
+      PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, idx);
+      x = -1;
+    }
+    Py_XDECREF(idx);
+    if (PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return -1;
+    }
+    out[i] = x;
+  }
+  Py_DECREF(fast);
+  return (int)n;
+}
+
+int bridge_wrap_dim(PyObject *dim_obj, int64_t dim, int ndim, int *out) {
+  int64_t lo = ndim ? -ndim : -1, hi = ndim ? ndim - 1 : 0;
+  if (dim_obj != NULL) {
+    if (PyBool_Check(dim_obj) || !PyIndex_Check(dim_obj)) {
+      PyErr_Format(PyExc_TypeError, "dim must be an int, got %.100s", Py_TYPE(dim_obj)->tp_name);
+      return -1;
+    }
+    dim = PyLong_AsLongLong(dim_obj);
+    if (dim == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      dim = INT64_MAX;
+    }
+  }
+  if (dim < lo || dim > hi) {
+    PyErr_Format(PyExc_IndexError,
+                 "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                 (long long)lo, (long long)hi, (long long)dim);
+    return -1;
+  }
+  *out = (int)(dim < 0 ? dim + (ndim ? ndim : 1) : dim);
+  return 0;
+}
+
+/* A storage offset from Python: ValueError naming it when it does not fit int64. */
+static int parse_offset(PyObject *obj, long long *out) {
+  int overflow;
+  PyObject *i = PyNumber_Index(obj);
+  if (i == NULL) return -1;
+  *out = PyLong_AsLongLongAndOverflow(i, &overflow);
+  if (overflow) PyErr_Format(PyExc_ValueError, "storage offset %R does not fit in a 64-bit integer", i);
+  Py_DECREF(i);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *dims_tuple(int n, const int64_t *v) {
+  PyObject *t = PyTuple_New(n);
+  if (t == NULL) return NULL;
+  for (int i = 0; i < n; i++) {
+    PyObject *x = PyLong_FromLongLong(v[i]);
+    if (x == NULL) {
+      Py_DECREF(t);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(t, i, x);
+  }
+  return t;
+}
+
+static PyObject *shape_tuple(TensorObject *t) {
+  if (t->shape_tuple == NULL && (t->shape_tuple = dims_tuple(t->ndim, t->shape)) == NULL) return NULL;
+  return Py_NewRef(t->shape_tuple);
+}
+
+static PyObject *strides_tuple(TensorObject *t) {
+  if (t->strides_tuple == NULL && (t->strides_tuple = dims_tuple(t->ndim, t->strides)) == NULL)
+    return NULL;
+  return Py_NewRef(t->strides_tuple);
+}
+
+/* ------------------------------------------------------------- methods */
+
+static PyObject *tensor_size(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs == 0 || args[0] == Py_None) return shape_tuple(t);
+  int d;
+  if (nargs > 1) return PyErr_Format(PyExc_TypeError, "size() takes at most 1 argument");
+  if (bridge_wrap_dim(args[0], 0, t->ndim, &d) < 0) return NULL;
+  return PyLong_FromLongLong(t->ndim ? t->shape[d] : 1);
+}
+
+static PyObject *tensor_stride(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs == 0 || args[0] == Py_None) return strides_tuple(t);
+  int d;
+  if (nargs > 1) return PyErr_Format(PyExc_TypeError, "stride() takes at most 1 argument");
+  if (bridge_wrap_dim(args[0], 0, t->ndim, &d) < 0) return NULL;
+  return PyLong_FromLongLong(t->ndim ? t->strides[d] : 1);
+}
+
+static PyObject *tensor_dim(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLong(t->ndim);
+}
+
+static PyObject *tensor_numel(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLongLong(bridge_numel(t));
+}
+
+static PyObject *tensor_element_size(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLong(t->dtype->itemsize);
+}
+
+static PyObject *tensor_data_ptr(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromVoidPtr(bridge_tensor_data(t));
+}
+
+static PyObject *tensor_storage_offset(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLongLong(t->offset);
+}
+
+static PyObject *tensor_untyped_storage(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  return Py_NewRef(t->storage);
+}
+
+static PyObject *tensor_check_bounds_py(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *exc = nargs > 0 ? args[0] : PyExc_BufferError;
+  if (!PyExceptionClass_Check(exc)) return PyErr_Format(PyExc_TypeError, "expected an exception class");
+  if (bridge_tensor_check_bounds(t, exc) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* _set_geometry(storage, dtype, shape, strides, offset): set_() and the
+ * in-place view ops; user geometry (ValueError when it leaves the storage). */
+static PyObject *tensor_set_geometry(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 5 || !Storage_Check(args[0]) || !DType_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "_set_geometry(storage, dtype, shape, strides, offset)");
+  int64_t dims[2 * BRIDGE_MAX_NDIM];
+  int n = bridge_parse_dims(args[2], dims, BRIDGE_MAX_NDIM, "size");
+  if (n < 0) return NULL;
+  int m = bridge_parse_dims(args[3], dims + n, BRIDGE_MAX_NDIM, "stride");
+  if (m < 0) return NULL;
+  if (m != n) return PyErr_Format(PyExc_ValueError, "size and stride have different lengths (%d and %d)", n, m);
+  long long offset;
+  if (parse_offset(args[4], &offset) < 0) return NULL;
+  if (bridge_tensor_assign(t, (StorageObject *)args[0], (DTypeObject *)args[1], n, dims, dims + n,
+                           offset, GEOM_USER) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static Py_ssize_t tensor_len(TensorObject *t) {
+  if (t->ndim == 0) {
+    PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+    return -1;
+  }
+  return (Py_ssize_t)t->shape[0];
+}
+
+static PyMethodDef tensor_core_methods[] = {
+    {"size", (PyCFunction)(void (*)(void))tensor_size, METH_FASTCALL,
+     "size($self, dim=None, /)\n--\n\nThe shape as a tuple, or the size of one dim (IndexError if "
+     "out of range)."},
+    {"stride", (PyCFunction)(void (*)(void))tensor_stride, METH_FASTCALL,
+     "stride($self, dim=None, /)\n--\n\nThe strides in elements as a tuple, or the stride of one dim."},
+    {"dim", (PyCFunction)tensor_dim, METH_NOARGS, "dim($self, /)\n--\n\nNumber of dimensions."},
+    {"ndimension", (PyCFunction)tensor_dim, METH_NOARGS,
+     "ndimension($self, /)\n--\n\nNumber of dimensions (as dim())."},
+    {"numel", (PyCFunction)tensor_numel, METH_NOARGS, "numel($self, /)\n--\n\nNumber of elements."},
+    {"nelement", (PyCFunction)tensor_numel, METH_NOARGS,
+     "nelement($self, /)\n--\n\nNumber of elements (as numel())."},
+    {"element_size", (PyCFunction)tensor_element_size, METH_NOARGS,
+     "element_size($self, /)\n--\n\nBytes per element."},
+    {"data_ptr", (PyCFunction)tensor_data_ptr, METH_NOARGS,
+     "data_ptr($self, /)\n--\n\nAddress of the first element."},
+    {"storage_offset", (PyCFunction)tensor_storage_offset, METH_NOARGS,
+     "storage_offset($self, /)\n--\n\nOffset of the first element in the storage, in elements."},
+    {"untyped_storage", (PyCFunction)tensor_untyped_storage, METH_NOARGS,
+     "untyped_storage($self, /)\n--\n\nThe storage this tensor views."},
+    {"_check_bounds", (PyCFunction)(void (*)(void))tensor_check_bounds_py, METH_FASTCALL,
+     "_check_bounds($self, error=BufferError, /)\n--\n\nRaise `error` when the view reaches past "
+     "the bytes its storage holds now (private)."},
+    {"_set_geometry", (PyCFunction)(void (*)(void))tensor_set_geometry, METH_FASTCALL,
+     "_set_geometry($self, storage, dtype, shape, strides, offset, /)\n--\n\nRepoint this tensor "
+     "(private; set_ and the in-place view ops)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------- getters */
+
+static PyObject *get_shape(TensorObject *t, void *c) {
+  (void)c;
+  return shape_tuple(t);
+}
+static PyObject *get_strides(TensorObject *t, void *c) {
+  (void)c;
+  return strides_tuple(t);
+}
+static PyObject *get_ndim(TensorObject *t, void *c) {
+  (void)c;
+  return PyLong_FromLong(t->ndim);
+}
+static PyObject *get_dtype(TensorObject *t, void *c) {
+  (void)c;
+  return Py_NewRef(t->dtype);
+}
+static PyObject *get_storage(TensorObject *t, void *c) {
+  (void)c;
+  return Py_NewRef(t->storage);
+}
+static PyObject *get_offset(TensorObject *t, void *c) {
+  (void)c;
+  return PyLong_FromLongLong(t->offset);
+}
+static PyObject *get_device(TensorObject *t, void *c) {
+  (void)c;
+  return bridge_storage_device(t->storage);
+}
+static PyObject *get_is_cuda(TensorObject *t, void *c) {
+  (void)c;
+  return PyBool_FromLong(t->storage->dev_type == kDLCUDA);
+}
+static PyObject *get_is_cpu(TensorObject *t, void *c) {
+  (void)c;
+  return PyBool_FromLong(t->storage->dev_type == kDLCPU);
+}
+static PyObject *get_itemsize(TensorObject *t, void *c) {
+  (void)c;
+  return PyLong_FromLong(t->dtype->itemsize);
+}
+static PyObject *get_nbytes(TensorObject *t, void *c) {
+  (void)c;
+  int64_t n;
+  if (!__builtin_mul_overflow(bridge_numel(t), (int64_t)t->dtype->itemsize, &n))
+    return PyLong_FromLongLong(n);
+  /* a broadcast view can describe more bytes than exist */
+  PyObject *numel = PyLong_FromLongLong(bridge_numel(t)), *isz = PyLong_FromLong(t->dtype->itemsize);
+  PyObject *r = numel && isz ? PyNumber_Multiply(numel, isz) : NULL;
+  Py_XDECREF(numel);
+  Py_XDECREF(isz);
+  return r;
+}
+static PyObject *get_readonly(TensorObject *t, void *c) {
+  (void)c;
+  return PyBool_FromLong(t->storage->readonly);
+}
+
+static PyGetSetDef tensor_core_getset[] = {
+    {"shape", (getter)get_shape, NULL, "The shape as a tuple of ints.", NULL},
+    {"_shape", (getter)get_shape, NULL, "The shape (for the Python layer).", NULL},
+    {"_strides", (getter)get_strides, NULL, "The strides in elements (for the Python layer).", NULL},
+    {"_offset", (getter)get_offset, NULL, "The storage offset (for the Python layer).", NULL},
+    {"_storage", (getter)get_storage, NULL, "The storage (for the Python layer).", NULL},
+    {"_dtype", (getter)get_dtype, NULL, "The dtype (for the Python layer).", NULL},
+    {"ndim", (getter)get_ndim, NULL, "Number of dimensions.", NULL},
+    {"dtype", (getter)get_dtype, NULL, "The element type.", NULL},
+    {"device", (getter)get_device, NULL, "The device of the storage.", NULL},
+    {"is_cuda", (getter)get_is_cuda, NULL, "Whether the tensor is in CUDA device memory.", NULL},
+    {"is_cpu", (getter)get_is_cpu, NULL, "Whether the tensor is in host memory.", NULL},
+    {"itemsize", (getter)get_itemsize, NULL, "Bytes per element.", NULL},
+    {"nbytes", (getter)get_nbytes, NULL, "Bytes the elements would occupy if packed (numel * itemsize).",
+     NULL},
+    {"is_readonly", (getter)get_readonly, NULL,
+     "Whether the memory is read-only (borrowed from a read-only producer).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ------------------------------------------------------------ the type */
+
+static PyObject *tensor_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  (void)type;
+  (void)args;
+  (void)kwargs;
+  PyErr_SetString(PyExc_TypeError,
+                  "bridge.Tensor has no public constructor; use bridge.tensor(data), "
+                  "bridge.empty(shape), bridge.from_dlpack(x) or another factory");
+  return NULL;
+}
+
+static int tensor_traverse(TensorObject *t, visitproc visit, void *arg) {
+  Py_VISIT(t->storage);
+  Py_VISIT(t->dtype);
+  return 0;
+}
+
+static int tensor_clear(TensorObject *t) {
+  Py_CLEAR(t->storage);
+  Py_CLEAR(t->dtype);
+  Py_CLEAR(t->shape_tuple);
+  Py_CLEAR(t->strides_tuple);
+  return 0;
+}
+
+static void tensor_dealloc(TensorObject *t) {
+  PyObject_GC_UnTrack(t);
+  if (t->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)t);
+  tensor_clear(t);
+  free_dims(t);
+  Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+PyTypeObject BridgeTensor_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bridge._C.TensorBase",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C part of bridge.Tensor: storage, dtype, shape, strides and offset.",
+    .tp_new = tensor_tp_new,
+    .tp_dealloc = (destructor)tensor_dealloc,
+    .tp_traverse = (traverseproc)tensor_traverse,
+    .tp_clear = (inquiry)tensor_clear,
+    .tp_weaklistoffset = offsetof(TensorObject, weakreflist),
+    .tp_as_buffer = &bridge_tensor_as_buffer,
+    .tp_as_mapping = &bridge_tensor_as_mapping,
+};
+
+/* Concatenate NULL-terminated method/getset tables into one (static storage). */
+static PyMethodDef *join_methods(PyMethodDef **parts, size_t nparts) {
+  size_t n = 0;
+  for (size_t i = 0; i < nparts; i++)
+    for (PyMethodDef *m = parts[i]; m->ml_name; m++) n++;
+  PyMethodDef *out = (PyMethodDef *)calloc(n + 1, sizeof(PyMethodDef));
+  if (out == NULL) return NULL;
+  n = 0;
+  for (size_t i = 0; i < nparts; i++)
+    for (PyMethodDef *m = parts[i]; m->ml_name; m++) out[n++] = *m;
+  return out;
+}
+
+static PyGetSetDef *join_getset(PyGetSetDef **parts, size_t nparts) {
+  size_t n = 0;
+  for (size_t i = 0; i < nparts; i++)
+    for (PyGetSetDef *g = parts[i]; g->name; g++) n++;
+  PyGetSetDef *out = (PyGetSetDef *)calloc(n + 1, sizeof(PyGetSetDef));
+  if (out == NULL) return NULL;
+  n = 0;
+  for (size_t i = 0; i < nparts; i++)
+    for (PyGetSetDef *g = parts[i]; g->name; g++) out[n++] = *g;
+  return out;
+}
+
+/* Called once by module.c before PyType_Ready: the protocol files' methods
+ * join the core's (the table lives as long as the process, as the type). */
+int bridge_tensor_prepare_type(void) {
+  PyMethodDef *methods[] = {tensor_core_methods, bridge_view_methods, bridge_value_methods,
+                            bridge_dlpack_methods, bridge_numpy_methods, bridge_arrow_methods};
+  PyGetSetDef *getsets[] = {tensor_core_getset, bridge_view_getset, bridge_numpy_getset};
+  BridgeTensor_Type.tp_methods = join_methods(methods, sizeof methods / sizeof *methods);
+  BridgeTensor_Type.tp_getset = join_getset(getsets, sizeof getsets / sizeof *getsets);
+  if (BridgeTensor_Type.tp_methods == NULL || BridgeTensor_Type.tp_getset == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  bridge_tensor_as_mapping.mp_length = (lenfunc)tensor_len;
+  return 0;
+}
+
+/* ------------------------------------------------- module functions */
+
+/* make_tensor(storage, dtype, shape, strides, offset): a tensor with
+ * user-given geometry (ValueError when it leaves the storage). */
+static PyObject *py_make_tensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs < 5 || nargs > 6 || !Storage_Check(args[0]) || !DType_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "make_tensor(storage, dtype, shape, strides, offset, derived=False)");
+  int derived = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+  if (derived < 0) return NULL;
+  int64_t dims[2 * BRIDGE_MAX_NDIM];
+  int n = bridge_parse_dims(args[2], dims, BRIDGE_MAX_NDIM, "size");
+  if (n < 0) return NULL;
+  int m = bridge_parse_dims(args[3], dims + n, BRIDGE_MAX_NDIM, "stride");
+  if (m < 0) return NULL;
+  if (m != n) return PyErr_Format(PyExc_ValueError, "size and stride have different lengths (%d and %d)", n, m);
+  long long offset;
+  if (parse_offset(args[4], &offset) < 0) return NULL;
+  return bridge_tensor_new((StorageObject *)args[0], (DTypeObject *)args[1], n, dims, dims + n, offset,
+                           derived ? GEOM_DERIVED : GEOM_USER);
+}
+
+/* from_memory(data, dtype, shape, byte_strides, owner, readonly, device):
+ * a tensor over foreign memory whose element [0, ..., 0] is at `data`, kept
+ * alive by `owner`; its storage spans exactly the reachable elements
+ * (negative strides included). ValueError for byte strides that are not
+ * whole elements and for extents that do not fit the address space. */
+static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  int dev_type, dev_id;
+  if (nargs != 7 || !DType_Check(args[1]) || !PyArg_ParseTuple(args[6], "ii", &dev_type, &dev_id)) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "from_memory(data, dtype, shape, byte_strides, owner, readonly, device)");
+    return NULL;
+  }
+  unsigned long long data = PyLong_AsUnsignedLongLong(args[0]);
+  int readonly = PyObject_IsTrue(args[5]);
+  if (PyErr_Occurred() || readonly < 0) return NULL;
+  DTypeObject *dt = (DTypeObject *)args[1];
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n = bridge_parse_dims(args[2], shape, BRIDGE_MAX_NDIM, "shape");
+  if (n < 0) return NULL;
+  int m = bridge_parse_dims(args[3], strides, BRIDGE_MAX_NDIM, "strides");
+  if (m < 0) return NULL;
+  if (m != n) return PyErr_Format(PyExc_ValueError, "shape and strides have different lengths (%d and %d)", n, m);
+  for (int i = 0; i < n; i++) {
+    if (strides[i] % dt->itemsize)
+      return PyErr_Format(PyExc_ValueError,
+                          "stride of %lld bytes in dim %d is not a multiple of the item size (%d "
+                          "bytes); a tensor's strides count whole elements",
+                          (long long)strides[i], i, dt->itemsize);
+    strides[i] /= dt->itemsize;
+  }
+  int64_t lo, hi, start_off, nbytes;
+  uint64_t start;
+  if (bridge_view_extent(n, shape, strides, 0, &lo, &hi) < 0 ||
+      __builtin_mul_overflow(lo, (int64_t)dt->itemsize, &start_off) ||
+      __builtin_mul_overflow(hi - lo, (int64_t)dt->itemsize, &nbytes) ||
+      (start_off < 0 && (uint64_t)(-start_off) > data) ||
+      (start = data + (uint64_t)start_off, (uint64_t)nbytes > UINTPTR_MAX - start))
+    return PyErr_Format(PyExc_ValueError,
+                        "the described memory (address %#llx, %d dims) does not fit in a 64-bit "
+                        "address space",
+                        data, n);
+  StorageObject *s = bridge_storage_new((char *)(uintptr_t)start, nbytes, dev_type, dev_id, args[4], readonly);
+  if (s == NULL) return NULL;
+  PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, -lo, GEOM_USER);
+  Py_DECREF(s);
+  return out;
+}
+
+static PyMethodDef tensor_functions[] = {
+    {"make_tensor", (PyCFunction)(void (*)(void))py_make_tensor, METH_FASTCALL,
+     "make_tensor(storage, dtype, shape, strides, offset, derived=False, /)\n--\n\nA tensor with "
+     "user-given geometry (ValueError when it reaches outside the storage), or a view derived "
+     "from another (RuntimeError: the storage shrank)."},
+    {"from_memory", (PyCFunction)(void (*)(void))py_from_memory, METH_FASTCALL,
+     "from_memory(data, dtype, shape, byte_strides, owner, readonly, device, /)\n--\n\nA tensor "
+     "over foreign memory kept alive by owner, its storage spanning exactly the reachable bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_tensor_init(PyObject *mod) { return PyModule_AddFunctions(mod, tensor_functions); }

@@ -1,0 +1,328 @@
+/* Values in and out of host memory in C: item(), tolist(), scalar stores
+ * (t[i, j] = 1.0), dense clones (one memcpy) and fresh allocations. The
+ * conversions follow NumPy's (NumPy is the copy kernel of the Python layer,
+ * and what is not handled here goes there: ml_dtypes types, casts NumPy
+ * defines differently from C, non-dense copies). */
+
+#include "core.h"
+
+#include <float.h>
+#include <math.h>
+
+#if PY_VERSION_HEX >= 0x030B0000
+#define UNPACK2(p) PyFloat_Unpack2((const char *)(p), 1)
+#define PACK2(x, p) PyFloat_Pack2((x), (char *)(p), 1)
+#else
+#define UNPACK2(p) _PyFloat_Unpack2((const unsigned char *)(p), 1)
+#define PACK2(x, p) _PyFloat_Pack2((x), (unsigned char *)(p), 1)
+#endif
+
+/* The element at `p` as a Python scalar; NULL without an exception when C
+ * has no conversion for the dtype (the Python layer's then). */
+static PyObject *load_scalar(const DTypeObject *dt, const char *p) {
+  switch (dt->code) {
+    case kDLBool:
+      return PyBool_FromLong(*(const uint8_t *)p != 0);
+    case kDLInt:
+      switch (dt->bits) {
+        case 8: return PyLong_FromLong(*(const int8_t *)p);
+        case 16: { int16_t v; memcpy(&v, p, 2); return PyLong_FromLong(v); }
+        case 32: { int32_t v; memcpy(&v, p, 4); return PyLong_FromLong(v); }
+        case 64: { int64_t v; memcpy(&v, p, 8); return PyLong_FromLongLong(v); }
+      }
+      break;
+    case kDLUInt:
+      switch (dt->bits) {
+        case 8: return PyLong_FromLong(*(const uint8_t *)p);
+        case 16: { uint16_t v; memcpy(&v, p, 2); return PyLong_FromLong(v); }
+        case 32: { uint32_t v; memcpy(&v, p, 4); return PyLong_FromUnsignedLong(v); }
+        case 64: { uint64_t v; memcpy(&v, p, 8); return PyLong_FromUnsignedLongLong(v); }
+      }
+      break;
+    case kDLFloat:
+      switch (dt->bits) {
+        case 16: { double v = UNPACK2(p); return v == -1.0 && PyErr_Occurred() ? NULL : PyFloat_FromDouble(v); }
+        case 32: { float v; memcpy(&v, p, 4); return PyFloat_FromDouble(v); }
+        case 64: { double v; memcpy(&v, p, 8); return PyFloat_FromDouble(v); }
+      }
+      break;
+    case kDLBfloat:
+      if (dt->bits == 16) {
+        uint16_t hi;
+        memcpy(&hi, p, 2);
+        uint32_t bits = (uint32_t)hi << 16;
+        float v;
+        memcpy(&v, &bits, 4);
+        return PyFloat_FromDouble(v);
+      }
+      break;
+    case kDLComplex:
+      if (dt->bits == 64) {
+        float v[2];
+        memcpy(v, p, 8);
+        return PyComplex_FromDoubles(v[0], v[1]);
+      }
+      if (dt->bits == 128) {
+        double v[2];
+        memcpy(v, p, 16);
+        return PyComplex_FromDoubles(v[0], v[1]);
+      }
+      break;
+  }
+  return NULL;
+}
+
+static int has_c_conversion(const DTypeObject *dt) {
+  return dt->code == kDLBool || dt->code == kDLInt || dt->code == kDLUInt ||
+         (dt->code == kDLFloat && dt->bits >= 16) || (dt->code == kDLBfloat && dt->bits == 16) ||
+         dt->code == kDLComplex;
+}
+
+/* 0 when the tensor's bytes can be read from here, else -1 with RuntimeError. */
+static int check_readable(TensorObject *t) {
+  if (!bridge_host_accessible(t->storage->dev_type)) {
+    PyObject *dev = bridge_storage_device(t->storage);
+    if (dev != NULL) {
+      PyErr_Format(PyExc_RuntimeError, "storage on %S cannot be read or written from the host", dev);
+      Py_DECREF(dev);
+    }
+    return -1;
+  }
+  return bridge_tensor_check_bounds(t, PyExc_RuntimeError);
+}
+
+static PyObject *tensor_item(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  int64_t n = bridge_numel(t);
+  if (n != 1)
+    return PyErr_Format(PyExc_ValueError, "a Tensor with %lld elements cannot be converted to Scalar",
+                        (long long)n);
+  if (!has_c_conversion(t->dtype)) return PyObject_CallMethod((PyObject *)t, "_item_slow", NULL);
+  if (check_readable(t) < 0) return NULL;
+  return load_scalar(t->dtype, bridge_tensor_data(t));
+}
+
+static PyObject *tolist_dim(TensorObject *t, int d, const char *p) {
+  if (d == t->ndim) return load_scalar(t->dtype, p);
+  /* a dim of size 0 or 1 never steps (its stride may be anything); the others
+   * step inside the storage, so their byte stride fits */
+  int64_t n = t->shape[d], step = 0;
+  if (n > 1 && __builtin_mul_overflow(t->strides[d], (int64_t)t->dtype->itemsize, &step)) step = 0;
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  if (list == NULL) return NULL;
+  for (int64_t i = 0; i < n; i++) {
+    PyObject *v = tolist_dim(t, d + 1, p + i * step);
+    if (v == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+  }
+  return list;
+}
+
+static PyObject *tensor_tolist(TensorObject *t, PyObject *unused) {
+  (void)unused;
+  if (!has_c_conversion(t->dtype)) return PyObject_CallMethod((PyObject *)t, "_tolist_slow", NULL);
+  if (check_readable(t) < 0) return NULL;
+  return tolist_dim(t, 0, bridge_tensor_data(t));
+}
+
+/* Store a Python bool/int/float/complex at `addr` as NumPy's unsafe cast
+ * would. 1 stored, 0 not handled here (the caller goes to NumPy), -1 error. */
+int bridge_store_scalar(TensorObject *t, char *addr, PyObject *value) {
+  const DTypeObject *dt = t->dtype;
+  int is_bool = PyBool_Check(value), is_int = PyLong_CheckExact(value) || is_bool;
+  int is_float = PyFloat_CheckExact(value), is_complex = PyComplex_CheckExact(value);
+  if (!is_int && !is_float && !is_complex) return 0;
+  double re = 0.0, im = 0.0;
+  long long iv = 0;
+  if (is_int) {
+    int overflow;
+    iv = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) return 0; /* NumPy's object-to-int rules: its business */
+    re = (double)iv;
+  } else if (is_float) {
+    re = PyFloat_AS_DOUBLE(value);
+  } else {
+    re = PyComplex_RealAsDouble(value);
+    im = PyComplex_ImagAsDouble(value);
+  }
+  if (is_complex && dt->code != kDLComplex) return 0; /* NumPy warns and drops the imaginary part */
+  switch (dt->code) {
+    case kDLBool:
+      *(uint8_t *)addr = is_int ? iv != 0 : re != 0.0;
+      return 1;
+    case kDLInt:
+    case kDLUInt: {
+      if (!is_int) {
+        /* C's float-to-int conversion is undefined out of range: NumPy's then */
+        if (!(re > -9.2e18 && re < 9.2e18)) return 0;
+        iv = (long long)re;
+      }
+      uint64_t u = (uint64_t)iv; /* wraps modulo 2**bits, as NumPy's integer casts */
+      switch (dt->bits) {
+        case 8: *(uint8_t *)addr = (uint8_t)u; return 1;
+        case 16: { uint16_t v = (uint16_t)u; memcpy(addr, &v, 2); return 1; }
+        case 32: { uint32_t v = (uint32_t)u; memcpy(addr, &v, 4); return 1; }
+        case 64: memcpy(addr, &u, 8); return 1;
+      }
+      return 0;
+    }
+    case kDLFloat:
+      switch (dt->bits) {
+        case 16:
+          if (PACK2(re, addr) < 0) {
+            PyErr_Clear(); /* overflow: NumPy gives inf */
+            return 0;
+          }
+          return 1;
+        case 32: {
+          float v = isfinite(re) && fabs(re) > FLT_MAX ? (re > 0 ? INFINITY : -INFINITY) : (float)re;
+          memcpy(addr, &v, 4);
+          return 1;
+        }
+        case 64:
+          memcpy(addr, &re, 8);
+          return 1;
+      }
+      return 0;
+    case kDLComplex:
+      if (dt->bits == 64) {
+        float v[2] = {(float)re, (float)im};
+        if ((isfinite(re) && fabs(re) > FLT_MAX) || (isfinite(im) && fabs(im) > FLT_MAX)) return 0;
+        memcpy(addr, v, 8);
+        return 1;
+      }
+      if (dt->bits == 128) {
+        double v[2] = {re, im};
+        memcpy(addr, v, 16);
+        return 1;
+      }
+      return 0;
+  }
+  return 0;
+}
+
+/* -------------------------------------------------------------- copies */
+
+/* Whether the elements tile [lo, hi) exactly once, with non-negative strides
+ * (strides.is_non_overlapping_and_dense). */
+static int non_overlapping_and_dense(const TensorObject *t) {
+  int order[BRIDGE_MAX_NDIM], n = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 0) return 1;
+    if (t->shape[i] != 1) order[n++] = i;
+  }
+  for (int i = 1; i < n; i++) { /* insertion sort by |stride| (few dims) */
+    int d = order[i], j = i - 1;
+    int64_t key = llabs(t->strides[d]);
+    while (j >= 0 && llabs(t->strides[order[j]]) > key) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  int64_t expected = 1;
+  for (int i = 0; i < n; i++) {
+    if (t->strides[order[i]] != expected) return 0;
+    expected *= t->shape[order[i]];
+  }
+  return 1;
+}
+
+/* clone(memory_format=preserve_format): dense host tensors are one memcpy
+ * into fresh memory with the same strides; everything else is the Python
+ * class's (_clone_slow: NumPy as the kernel, CuPy on CUDA). */
+static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw != 0 || !bridge_host_accessible(t->storage->dev_type) ||
+      !non_overlapping_and_dense(t)) {
+    PyObject *fn = PyObject_GetAttrString((PyObject *)t, "_clone_slow");
+    if (fn == NULL) return NULL;
+    PyObject *r = PyObject_Vectorcall(fn, args, nargs, kwnames);
+    Py_DECREF(fn);
+    return r;
+  }
+  if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;
+  int64_t isz = t->dtype->itemsize, n = t->hi - t->lo;
+  StorageObject *s = bridge_storage_alloc(n * isz, 0);
+  if (s == NULL) return NULL;
+  if (n) memcpy(s->data, t->storage->data + t->lo * isz, (size_t)(n * isz));
+  PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, t->strides,
+                                    n ? t->offset - t->lo : 0, GEOM_DERIVED);
+  Py_DECREF(s);
+  return out;
+}
+
+/* ---------------------------------------------------------- factories */
+
+/* new_empty(size, dtype, zeroed): a contiguous tensor in fresh memory. */
+static PyObject *py_new_empty(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !DType_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "new_empty(size, dtype, zeroed)");
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n;
+  PyObject *size = args[0];
+  if (PyTuple_Check(size) && PyTuple_GET_SIZE(size) == 1 && !PyIndex_Check(PyTuple_GET_ITEM(size, 0)))
+    size = PyTuple_GET_ITEM(size, 0); /* empty((2, 3)) as well as empty(2, 3) */
+  n = bridge_parse_dims(size, shape, BRIDGE_MAX_NDIM, "size");
+  if (n < 0) return NULL;
+  DTypeObject *dt = (DTypeObject *)args[1];
+  int64_t numel = 1, nbytes;
+  for (int i = 0; i < n; i++) {
+    if (shape[i] < 0)
+      return PyErr_Format(PyExc_ValueError, "negative dimension %lld in size", (long long)shape[i]);
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) numel = -1;
+  }
+  if (numel < 0 || __builtin_mul_overflow(numel, (int64_t)dt->itemsize, &nbytes)) {
+    /* name the size: the product in Python ints */
+    PyObject *tup = PyTuple_New(n), *total = PyLong_FromLong(dt->itemsize);
+    for (int i = 0; tup && total && i < n; i++) {
+      PyObject *dim = PyLong_FromLongLong(shape[i]);
+      PyTuple_SET_ITEM(tup, i, Py_NewRef(dim));
+      Py_SETREF(total, dim ? PyNumber_Multiply(total, dim) : NULL);
+      Py_XDECREF(dim);
+    }
+    if (tup && total)
+      PyErr_Format(PyExc_ValueError,
+                   "a tensor of size %R needs %S bytes, larger than the %lld bytes (2**63 - 1) a "
+                   "storage can address",
+                   tup, total, (long long)BRIDGE_MAX_NBYTES);
+    Py_XDECREF(tup);
+    Py_XDECREF(total);
+    return NULL;
+  }
+  int zeroed = PyObject_IsTrue(args[2]);
+  if (zeroed < 0) return NULL;
+  StorageObject *s = bridge_storage_alloc(nbytes, zeroed);
+  if (s == NULL) return NULL;
+  bridge_contiguous_strides(n, shape, strides);
+  PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, 0, GEOM_USER);
+  Py_DECREF(s);
+  return out;
+}
+
+PyMethodDef bridge_value_methods[] = {
+    {"item", (PyCFunction)tensor_item, METH_NOARGS,
+     "item($self, /)\n--\n\nThe single element as a Python scalar; ValueError unless numel() == 1."},
+    {"tolist", (PyCFunction)tensor_tolist, METH_NOARGS,
+     "tolist($self, /)\n--\n\nThe elements as (nested) Python lists of Python scalars."},
+    {"clone", (PyCFunction)(void (*)(void))tensor_clone, METH_FASTCALL | METH_KEYWORDS,
+     "clone($self, memory_format=bridge.preserve_format)\n--\n\nA copy in new memory with the "
+     "layout of memory_format (preserve_format: the same strides when dense, else the same dim "
+     "order). Device memory is copied on its device (CUDA: CuPy); RuntimeError when no library "
+     "can."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef value_functions[] = {
+    {"new_empty", (PyCFunction)(void (*)(void))py_new_empty, METH_FASTCALL,
+     "new_empty(size, dtype, zeroed, /)\n--\n\nA contiguous tensor in fresh, 64-byte aligned "
+     "host memory (zero-filled when zeroed)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_values_init(PyObject *mod) { return PyModule_AddFunctions(mod, value_functions); }
