@@ -183,7 +183,7 @@ static int array_fill(struct ArrowArray *out, StorageObject *st, PyObject *spec,
       return -1;
     }
   }
-  p->owner = Py_NewRef(st->owner);
+  p->owner = Py_NewRef(bridge_storage_owner(st));
   out->release = array_release;
   BUMP(STAT_ARROW_EXPORTS);
   return 0;
@@ -349,7 +349,7 @@ static PyObject *py_arrow_export_stream(PyObject *mod, PyObject *const *args, Py
   if (cap == NULL) return NULL;
   stream_private *p = (stream_private *)calloc(1, sizeof *p);
   StorageObject *snapshot = p ? bridge_storage_new(t->storage->data, t->storage->nbytes, t->storage->dev_type,
-                                                   t->storage->dev_id, t->storage->owner, 1)
+                                                   t->storage->dev_id, bridge_storage_owner(t->storage), 1)
                               : NULL;
   if (snapshot == NULL) {
     free(p);
@@ -462,7 +462,7 @@ static PyObject *fast_export(TensorObject *t, int device) {
     b->head.device.device_id = -1;
   }
   b->buffers[1] = t->storage->data;
-  b->owner = Py_NewRef(t->storage->owner);
+  b->owner = Py_NewRef(bridge_storage_owner(t->storage));
   out->length = t->ndim ? t->shape[0] : 1;
   out->offset = t->offset;
   out->n_buffers = 2;

@@ -63,7 +63,11 @@ typedef struct {
   int64_t nbytes;
   int32_t dev_type, dev_id;
   uint8_t readonly, resizable, shared;
-  PyObject *owner;     /* never NULL once adopted (Py_None only for 0 bytes) */
+  uint8_t managed_versioned;
+  void *managed;       /* an imported DLPack tensor this storage owns: its deleter runs
+                          exactly once, when the storage dies */
+  PyObject *owner;     /* NULL when the storage owns its memory itself (an import);
+                          Py_None only for 0 bytes */
   PyObject *device;    /* cached bridge.device, created on first use */
   PyObject *filename;  /* str for mapped files, else NULL */
   PyObject *weakreflist;
@@ -73,6 +77,17 @@ extern PyTypeObject BridgeStorage_Type;
 /* The Python subclass instances are made of (bridge.UntypedStorage). */
 extern PyTypeObject *bridge_storage_class;
 
+/* The object an exporter holds to keep the bytes valid: the owner, or the
+ * storage itself when it owns an import (whose record never changes). */
+static inline PyObject *bridge_storage_owner(StorageObject *s) {
+  return s->owner != NULL ? s->owner : (PyObject *)s;
+}
+/* A new storage owning an imported DLPack tensor (its deleter runs when the
+ * storage dies); on failure the deleter has run. */
+StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
+                                         void *managed, int versioned, int readonly);
+/* Run an imported managed tensor's deleter (error state kept). */
+void bridge_dlpack_release(void *managed, int versioned);
 /* A new storage over foreign memory (the registered class). */
 StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
                                   PyObject *owner, int readonly);

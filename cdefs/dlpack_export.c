@@ -110,7 +110,7 @@ void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
   int64_t *dims = (int64_t *)(block + head);
   memcpy(dims, t->shape, (size_t)ndim * sizeof(int64_t));
   memcpy(dims + ndim, t->strides, (size_t)ndim * sizeof(int64_t));
-  PyObject *owner = t->storage->owner;
+  PyObject *owner = bridge_storage_owner(t->storage);
   DLTensor *dl;
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)block;
@@ -152,6 +152,22 @@ PyObject *bridge_dlpack_wrap(void *managed, int versioned) {
 
 /* ------------------------------------------------------- __dlpack__ */
 
+/* The keywords of __dlpack__. Callers pass interned names (a Python call
+ * site's, or a C caller's interned constants), so a pointer comparison
+ * decides almost always; equal strings decide the rest. */
+enum { KW_STREAM, KW_MAX_VERSION, KW_DL_DEVICE, KW_COPY, KW_COUNT };
+static PyObject *kw_names[KW_COUNT];
+
+static int keyword_of(PyObject *name) {
+  for (int i = 0; i < KW_COUNT; i++)
+    if (name == kw_names[i]) return i;
+  for (int i = 0; i < KW_COUNT; i++)
+    if (PyUnicode_Check(name) && PyUnicode_Compare(name, kw_names[i]) == 0) return i;
+  if (!PyErr_Occurred())
+    PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument %R", name);
+  return -1;
+}
+
 /* max_version -> 1 versioned, 0 legacy, -1 malformed (the policy explains) */
 static int wants_versioned(PyObject *max_version) {
   if (max_version == Py_None) return 0;
@@ -179,17 +195,15 @@ static PyObject *tensor_dlpack(TensorObject *t, PyObject *const *args, Py_ssize_
   int plain = 1;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
-    const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
-    if (k == NULL) return NULL;
-    PyObject *v = args[i];
-    if (strcmp(k, "max_version") == 0)
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[i];
+    int which = keyword_of(name);
+    if (which < 0) return NULL;
+    if (which == KW_MAX_VERSION)
       max_version = v;
-    else if (strcmp(k, "stream") == 0 || strcmp(k, "dl_device") == 0)
-      plain &= v == Py_None;
-    else if (strcmp(k, "copy") == 0)
+    else if (which == KW_COPY)
       plain &= v == Py_None || v == Py_False;
     else
-      return PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%s'", k);
+      plain &= v == Py_None; /* stream, dl_device */
   }
   int versioned = wants_versioned(max_version);
   if (plain && versioned >= 0)
@@ -237,4 +251,9 @@ static PyMethodDef export_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int bridge_dlpack_export_init(PyObject *mod) { return PyModule_AddFunctions(mod, export_functions); }
+int bridge_dlpack_export_init(PyObject *mod) {
+  static const char *names[KW_COUNT] = {"stream", "max_version", "dl_device", "copy"};
+  for (int i = 0; i < KW_COUNT; i++)
+    if ((kw_names[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
+  return PyModule_AddFunctions(mod, export_functions);
+}

@@ -1,8 +1,8 @@
 /* DLPack import: consume a capsule (or a managed tensor handed over by a C
  * exchange API), validate it with overflow-checked arithmetic, and build the
- * storage and tensor in C. The storage's owner is a guard capsule whose
- * destructor calls the producer's deleter exactly once. bridge.from_dlpack is
- * here too; its device=/copy= policy is bridge.interop.dlpack's. */
+ * storage and tensor in C. The storage owns the managed tensor and calls the
+ * producer's deleter exactly once, when it dies. bridge.from_dlpack is here
+ * too; its device=/copy= policy is bridge.interop.dlpack's. */
 
 #include "core.h"
 
@@ -10,26 +10,19 @@ static const char NAME_LEGACY[] = "dltensor";
 static const char NAME_VERSIONED[] = "dltensor_versioned";
 static const char NAME_USED_LEGACY[] = "used_dltensor";
 static const char NAME_USED_VERSIONED[] = "used_dltensor_versioned";
-static const char NAME_GUARD_LEGACY[] = "bridge.dlpack_import";
-static const char NAME_GUARD_VERSIONED[] = "bridge.dlpack_import_versioned";
 const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
 
 static PyObject *api_cache;   /* type -> exchange API capsule or None */
 static PyObject *torch_types; /* types whose exports follow torch's rules */
 static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
 
-/* Consumer side: the owner of an imported tensor. */
-static void guard_destructor(PyObject *guard) {
-  const char *name = PyCapsule_GetName(guard);
-  PyObject *saved = bridge_fetch_error();
-  void *p = name ? PyCapsule_GetPointer(guard, name) : NULL;
-  if (p == NULL) {
-    PyErr_Clear();
-  } else if (strcmp(name, NAME_GUARD_VERSIONED) == 0) {
-    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
+void bridge_dlpack_release(void *managed, int versioned) {
+  PyObject *saved = bridge_fetch_error(); /* the producer's deleter may run Python code */
+  if (versioned) {
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
     if (m->deleter) m->deleter(m);
   } else {
-    DLManagedTensor *m = (DLManagedTensor *)p;
+    DLManagedTensor *m = (DLManagedTensor *)managed;
     if (m->deleter) m->deleter(m);
   }
   BUMP(STAT_IMPORT_RELEASES);
@@ -40,23 +33,32 @@ static int known_device(int t) {
   return (t >= kDLCPU && t <= kDLOpenCL) || (t >= kDLVulkan && t <= 18);
 }
 
-static PyObject *overflow(void) {
+static int overflow(void) {
   PyErr_SetString(PyExc_BufferError, "DLPack tensor's shape and strides overflow its address space");
-  return NULL;
+  return -1;
 }
 
-/* Validate a managed tensor owned by `guard` and build the tensor over it: the
- * storage spans exactly the elements it can reach (negative strides too). */
-static PyObject *parse_managed(PyObject *guard, void *p, int versioned) {
+/* What a valid managed tensor describes: the storage spans exactly the
+ * elements it can reach (negative strides too). */
+typedef struct {
+  DTypeObject *dtype;
+  int ndim, dev_type, dev_id, readonly;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], nbytes, offset;
+  uintptr_t start;
+} parsed_t;
+
+/* Validate a managed tensor (overflow-checked): 0, or -1 with BufferError. */
+static int parse_managed(void *p, int versioned, parsed_t *out) {
   DLTensor *t;
   uint64_t flags;
   int modern_strides = 0; /* DLPack >= 1.2: strides must be set */
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
-    if (m->version.major != DLPACK_MAJOR_VERSION)
-      return PyErr_Format(PyExc_BufferError,
-                          "unsupported DLPack version %u.%u: bridge understands major version %d",
-                          m->version.major, m->version.minor, DLPACK_MAJOR_VERSION);
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Format(PyExc_BufferError, "unsupported DLPack version %u.%u: bridge understands major version %d",
+                   m->version.major, m->version.minor, DLPACK_MAJOR_VERSION);
+      return -1;
+    }
     flags = m->flags;
     modern_strides = m->version.minor >= 2;
     t = &m->dl_tensor;
@@ -67,88 +69,101 @@ static PyObject *parse_managed(PyObject *guard, void *p, int versioned) {
     flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   }
   int ndim = t->ndim;
-  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM)
-    return PyErr_Format(PyExc_BufferError, "DLPack tensor has invalid ndim %d (bridge accepts 0..%d)",
-                        ndim, BRIDGE_MAX_NDIM);
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM) {
+    PyErr_Format(PyExc_BufferError, "DLPack tensor has invalid ndim %d (bridge accepts 0..%d)", ndim,
+                 BRIDGE_MAX_NDIM);
+    return -1;
+  }
   DLDataType dt = t->dtype;
-  if (dt.lanes != 1)
-    return PyErr_Format(PyExc_BufferError, "DLPack vector dtypes are not supported (lanes=%u)",
-                        (unsigned)dt.lanes);
+  if (dt.lanes != 1) {
+    PyErr_Format(PyExc_BufferError, "DLPack vector dtypes are not supported (lanes=%u)", (unsigned)dt.lanes);
+    return -1;
+  }
   if (!(dt.bits != 0 && dt.bits % 8 == 0) &&
-      !(dt.bits != 0 && dt.bits < 8 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)))
-    return PyErr_Format(PyExc_BufferError,
-                        "DLPack dtype (code=%u, bits=%u) is not byte-addressable (packed sub-byte "
-                        "types are not supported)",
-                        (unsigned)dt.code, (unsigned)dt.bits);
-  DTypeObject *dtype = bridge_dtype_from_dlpack(dt.code, dt.bits);
-  if (ndim > 0 && t->shape == NULL)
-    return PyErr_Format(PyExc_BufferError, "DLPack tensor has ndim %d but a NULL shape", ndim);
-  if (ndim > 0 && t->strides == NULL && modern_strides)
-    return PyErr_Format(PyExc_BufferError, "DLPack >= 1.2 producer gave NULL strides (only older producers may)");
-  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], acc = 1;
+      !(dt.bits != 0 && dt.bits < 8 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack dtype (code=%u, bits=%u) is not byte-addressable (packed sub-byte types are "
+                 "not supported)",
+                 (unsigned)dt.code, (unsigned)dt.bits);
+    return -1;
+  }
+  if (ndim > 0 && t->shape == NULL) {
+    PyErr_Format(PyExc_BufferError, "DLPack tensor has ndim %d but a NULL shape", ndim);
+    return -1;
+  }
+  if (ndim > 0 && t->strides == NULL && modern_strides) {
+    PyErr_SetString(PyExc_BufferError, "DLPack >= 1.2 producer gave NULL strides (only older producers may)");
+    return -1;
+  }
+  int64_t acc = 1;
   int empty = 0;
   for (int i = ndim - 1; i >= 0; i--) {
-    shape[i] = t->shape[i];
-    if (shape[i] < 0)
-      return PyErr_Format(PyExc_BufferError, "DLPack tensor has negative size %lld in dim %d",
-                          (long long)shape[i], i);
-    if (shape[i] == 0) empty = 1;
+    out->shape[i] = t->shape[i];
+    if (out->shape[i] < 0) {
+      PyErr_Format(PyExc_BufferError, "DLPack tensor has negative size %lld in dim %d",
+                   (long long)out->shape[i], i);
+      return -1;
+    }
+    if (out->shape[i] == 0) empty = 1;
     if (t->strides != NULL) {
-      strides[i] = t->strides[i];
+      out->strides[i] = t->strides[i];
     } else {
-      strides[i] = acc;
-      if (shape[i] > 1 && __builtin_mul_overflow(acc, shape[i], &acc)) return overflow();
+      out->strides[i] = acc;
+      if (out->shape[i] > 1 && __builtin_mul_overflow(acc, out->shape[i], &acc)) return overflow();
     }
   }
-  if (dtype == NULL)
-    return PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u) has no bridge dtype",
-                        (unsigned)dt.code, (unsigned)dt.bits);
-  if (!known_device((int)t->device.device_type))
-    return PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
-  int64_t lo, hi, isz = dtype->itemsize;
-  if (bridge_view_extent(ndim, shape, strides, 0, &lo, &hi) < 0) return overflow();
-  uintptr_t base, start;
+  out->dtype = bridge_dtype_from_dlpack(dt.code, dt.bits);
+  if (out->dtype == NULL) {
+    PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u) has no bridge dtype",
+                 (unsigned)dt.code, (unsigned)dt.bits);
+    return -1;
+  }
+  if (!known_device((int)t->device.device_type)) {
+    PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
+    return -1;
+  }
+  int64_t lo, hi, isz = out->dtype->itemsize;
+  if (bridge_view_extent(ndim, out->shape, out->strides, 0, &lo, &hi) < 0) return overflow();
+  uintptr_t base;
   if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base)) return overflow();
-  int64_t nbytes = 0, offset = 0;
-  start = base;
+  out->nbytes = 0;
+  out->offset = 0;
+  out->start = base;
   if (!empty) {
-    if (t->data == NULL)
-      return PyErr_Format(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
+    if (t->data == NULL) {
+      PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
+      return -1;
+    }
     int64_t count, lo_bytes;
-    if (__builtin_sub_overflow(hi, lo, &count) || __builtin_mul_overflow(count, isz, &nbytes) ||
+    if (__builtin_sub_overflow(hi, lo, &count) || __builtin_mul_overflow(count, isz, &out->nbytes) ||
         __builtin_mul_overflow(-lo, isz, &lo_bytes) || (uintptr_t)lo_bytes > base)
       return overflow();
-    start = base - (uintptr_t)lo_bytes;
-    if ((uint64_t)nbytes > UINTPTR_MAX - (uint64_t)start) return overflow();
-    offset = -lo;
+    out->start = base - (uintptr_t)lo_bytes;
+    if ((uint64_t)out->nbytes > UINTPTR_MAX - (uint64_t)out->start) return overflow();
+    out->offset = -lo;
   }
-  StorageObject *storage =
-      bridge_storage_new((char *)start, nbytes, (int)t->device.device_type, t->device.device_id,
-                         guard, (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
-  if (storage == NULL) return NULL;
-  PyObject *out = bridge_tensor_new(storage, dtype, ndim, shape, strides, offset, GEOM_IMPORT);
-  Py_DECREF(storage);
-  return out;
+  out->ndim = ndim;
+  out->dev_type = (int)t->device.device_type;
+  out->dev_id = t->device.device_id;
+  out->readonly = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  return 0;
 }
 
-/* Take ownership of a managed tensor: wrap it in a guard, then parse. On any
- * error the guard dies at once and the producer's deleter runs. */
+/* Take ownership of a managed tensor (taken from a capsule or handed over by
+ * an exchange API): the new storage owns it and runs its deleter exactly
+ * once, when it dies; on any error the deleter runs at once. */
 PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
-  PyObject *guard = PyCapsule_New(managed, versioned ? NAME_GUARD_VERSIONED : NAME_GUARD_LEGACY,
-                                  guard_destructor);
-  if (guard == NULL) {
-    if (versioned) {
-      DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
-      if (m->deleter) m->deleter(m);
-    } else {
-      DLManagedTensor *m = (DLManagedTensor *)managed;
-      if (m->deleter) m->deleter(m);
-    }
+  BUMP(STAT_IMPORTS);
+  parsed_t p;
+  if (parse_managed(managed, versioned, &p) < 0) {
+    bridge_dlpack_release(managed, versioned);
     return NULL;
   }
-  BUMP(STAT_IMPORTS); /* a guard made; its destructor counts the release */
-  PyObject *out = parse_managed(guard, managed, versioned);
-  Py_DECREF(guard);
+  StorageObject *storage = bridge_storage_new_import((char *)p.start, p.nbytes, p.dev_type, p.dev_id,
+                                                     managed, versioned, p.readonly);
+  if (storage == NULL) return NULL;
+  PyObject *out = bridge_tensor_new(storage, p.dtype, p.ndim, p.shape, p.strides, p.offset, GEOM_IMPORT);
+  Py_DECREF(storage); /* on failure this releases the import */
   return out;
 }
 
@@ -217,32 +232,55 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
  * does not hold their values; torch 2.13's __dlpack__ misses the negative
  * bit). Sparse and quantized tensors make torch's exchange API fail, and the
  * caller then asks torch's __dlpack__, which raises torch's error. */
-static int refuse_torch_export(PyTypeObject *tp, PyObject *x) {
+/* The three torch attributes the refusal reads, looked up once per type and
+ * called directly (a generic attribute lookup costs as much as the rest of
+ * the import). NULL where this torch lacks one. */
+typedef struct {
+  PyObject *requires_grad, *is_conj, *is_neg; /* descriptors, borrowed from the type */
+} torch_probes;
+
+static int torch_probes_of(PyTypeObject *tp, torch_probes *out) {
+  PyObject *names[3] = {str_requires_grad, str_is_conj, str_is_neg};
+  PyObject **slots[3] = {&out->requires_grad, &out->is_conj, &out->is_neg};
+  for (int i = 0; i < 3; i++) *slots[i] = _PyType_Lookup(tp, names[i]);
+  return 0;
+}
+
+static int probe_true(PyObject *descr, PyObject *x, PyTypeObject *tp, int is_method) {
+  if (descr == NULL) return 0; /* an older torch without it: nothing to see */
+  PyObject *r;
+  if (is_method) {
+    r = PyObject_Vectorcall(descr, &x, 1, NULL);
+  } else {
+    descrgetfunc get = Py_TYPE(descr)->tp_descr_get;
+    r = get ? get(descr, x, (PyObject *)tp) : Py_NewRef(descr);
+  }
+  if (r == NULL) return -1;
+  int bit = PyObject_IsTrue(r);
+  Py_DECREF(r);
+  return bit;
+}
+
+/* code: the tensor's DLPack type code when known (-1: not yet), to skip the
+ * probes that cannot fire: only floating and complex tensors can require
+ * grad, and only complex ones carry the conjugate bit (torch's rules). */
+static int refuse_torch_export_of(PyTypeObject *tp, PyObject *x, int code) {
   int is_torch = PySet_Contains(torch_types, (PyObject *)tp);
   if (is_torch <= 0) return is_torch;
-  PyObject *grad = PyObject_GetAttr(x, str_requires_grad);
-  if (grad == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-    PyErr_Clear();
-  } else {
-    int bit = PyObject_IsTrue(grad);
-    Py_DECREF(grad);
-    if (bit < 0) return -1;
-    if (bit) {
+  torch_probes pr;
+  torch_probes_of(tp, &pr);
+  int floating = code < 0 || code == kDLFloat || code == kDLBfloat || code == kDLComplex ||
+                 (code >= 7 && code <= 17); /* float8/6/4 */
+  int bit = floating ? probe_true(pr.requires_grad, x, tp, 0) : 0;
+  if (bit) {
+    if (bit > 0)
       PyErr_SetString(PyExc_BufferError, "Can't export tensors that require gradient, use tensor.detach()");
-      return -1;
-    }
+    return -1;
   }
-  PyObject *names[2] = {str_is_conj, str_is_neg};
+  PyObject *methods[2] = {pr.is_conj, pr.is_neg};
   for (int i = 0; i < 2; i++) {
-    PyObject *r = PyObject_CallMethodNoArgs(x, names[i]);
-    if (r == NULL) {
-      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-      PyErr_Clear(); /* an older torch without the check: nothing lazy to see */
-      continue;
-    }
-    int bit = PyObject_IsTrue(r);
-    Py_DECREF(r);
+    if (i == 0 && code >= 0 && code != kDLComplex) continue;
+    bit = probe_true(methods[i], x, tp, 1);
     if (bit < 0) return -1;
     if (bit) {
       const char *kind = i == 0 ? "conjugate" : "negative";
@@ -255,6 +293,8 @@ static int refuse_torch_export(PyTypeObject *tp, PyObject *x) {
   }
   return 0;
 }
+
+static int refuse_torch_export(PyTypeObject *tp, PyObject *x) { return refuse_torch_export_of(tp, x, -1); }
 
 /* A producer's exchange API failed and there is no __dlpack__ to ask: its
  * C++ message may carry a backtrace. Raise a BufferError with its first
@@ -290,15 +330,22 @@ static void exchange_error_to_buffer_error(PyObject *exc) {
  * exception; or NULL with no exception when the API failed and the caller
  * should ask __dlpack__ (which applies the producer's own rules). */
 static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObject *x) {
-  if (refuse_torch_export(tp, x) < 0) return NULL;
   DLPackExchangeAPI *api = (DLPackExchangeAPI *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
   if (api == NULL) return NULL;
   if (api->header.version.major != DLPACK_MAJOR_VERSION || api->managed_tensor_from_py_object_no_sync == NULL)
     return PyErr_Format(PyExc_BufferError, "unsupported DLPack exchange API version %u.%u",
                         api->header.version.major, api->header.version.minor);
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL)
+  if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
+    /* The producer's rules, with the dtype known: a refusal releases it. */
+    if (refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0) {
+      PyObject *exc = bridge_fetch_error();
+      if (m->deleter) m->deleter(m);
+      bridge_restore_error(exc);
+      return NULL;
+    }
     return bridge_dlpack_adopt(m, 1);
+  }
   PyObject *exc = bridge_fetch_error();
   PyObject *method = PyObject_GetAttr(x, bridge_str_dlpack);
   if (method != NULL) {

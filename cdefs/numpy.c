@@ -81,7 +81,7 @@ static int tensor_getbuffer(TensorObject *t, Py_buffer *view, int flags) {
     free(info);
     return -1;
   }
-  info->keep = Py_NewRef(t->storage->owner);
+  info->keep = Py_NewRef(bridge_storage_owner(t->storage));
   view->buf = bridge_tensor_data(t);
   view->obj = Py_NewRef(t);
   view->len = (Py_ssize_t)len;
@@ -170,8 +170,8 @@ static PyObject *tensor_array_struct(TensorObject *t, void *closure) {
   }
   /* NumPy keeps the capsule (as part of the new array's base): it holds the
    * owner, so the array outlives a resize_() or set_() of the tensor. */
-  if (PyCapsule_SetContext(result, Py_NewRef(t->storage->owner)) < 0) {
-    Py_DECREF(t->storage->owner);
+  if (PyCapsule_SetContext(result, Py_NewRef(bridge_storage_owner(t->storage))) < 0) {
+    Py_DECREF(bridge_storage_owner(t->storage));
     Py_DECREF(result);
     return NULL;
   }

@@ -30,6 +30,10 @@ int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_t
     PyErr_SetString(PyExc_ValueError, "the storage's bytes run past the end of the address space");
     return -1;
   }
+  if (s->managed != NULL) { /* the record of an import owns its producer's tensor */
+    PyErr_SetString(PyExc_RuntimeError, "an imported storage's ownership record cannot change");
+    return -1;
+  }
   if (owner == NULL || (owner == Py_None && nbytes > 0)) {
     PyErr_SetString(PyExc_ValueError, "a storage of foreign memory needs an owner that keeps it alive");
     return -1;
@@ -46,7 +50,8 @@ int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_t
   s->readonly = readonly != 0;
   s->resizable = resizable != 0;
   s->shared = shared != 0;
-  Py_XSETREF(s->owner, Py_NewRef(owner));
+  /* owner == s: the storage owns the bytes itself (an import); no self-cycle */
+  Py_XSETREF(s->owner, owner == (PyObject *)s ? NULL : Py_NewRef(owner));
   Py_XSETREF(s->filename, filename == Py_None ? NULL : Py_XNewRef(filename));
   return 0;
 }
@@ -115,6 +120,20 @@ static PyObject *storage_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
 
 /* (Instances are of the Python subclass, whose subtype_traverse visits the
  * type and whose subtype_dealloc drops it: the static base does neither.) */
+StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
+                                         void *managed, int versioned, int readonly) {
+  StorageObject *s = storage_alloc_object();
+  if (s == NULL || bridge_storage_adopt(s, data, nbytes, dev_type, dev_id, (PyObject *)s, readonly,
+                                       0, 0, NULL) < 0) {
+    Py_XDECREF(s);
+    bridge_dlpack_release(managed, versioned);
+    return NULL;
+  }
+  s->managed = managed;
+  s->managed_versioned = (uint8_t)versioned;
+  return s;
+}
+
 static int storage_traverse(StorageObject *s, visitproc visit, void *arg) {
   Py_VISIT(s->owner);
   Py_VISIT(s->device);
@@ -133,6 +152,11 @@ static void storage_dealloc(StorageObject *s) {
   PyObject_GC_UnTrack(s);
   if (s->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)s);
   storage_clear(s);
+  if (s->managed != NULL) { /* an import this storage owned: the producer's deleter, once */
+    void *m = s->managed;
+    s->managed = NULL;
+    bridge_dlpack_release(m, s->managed_versioned);
+  }
   Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -149,6 +173,10 @@ static PyObject *storage_adopt_py(StorageObject *s, PyObject *args, PyObject *kw
                                    &owner, &dev_type, &dev_id, &readonly, &resizable, &shared,
                                    &filename))
     return NULL;
+  if (owner == (PyObject *)s) { /* only an import may own itself (see bridge_storage_new_import) */
+    PyErr_SetString(PyExc_ValueError, "a storage cannot be its own owner");
+    return NULL;
+  }
   if (bridge_storage_adopt(s, (char *)(uintptr_t)data, nbytes, dev_type, dev_id, owner, readonly,
                            resizable, shared, filename) < 0)
     return NULL;
@@ -200,7 +228,7 @@ static PyObject *storage_get_device(StorageObject *s, void *c) {
 
 static PyObject *storage_get_owner(StorageObject *s, void *c) {
   (void)c;
-  return Py_NewRef(s->owner);
+  return Py_NewRef(bridge_storage_owner(s));
 }
 
 static PyObject *storage_get_readonly(StorageObject *s, void *c) {
@@ -232,7 +260,7 @@ static int storage_getbuffer(StorageObject *s, Py_buffer *view, int flags) {
   }
   if (PyBuffer_FillInfo(view, (PyObject *)s, s->data, (Py_ssize_t)s->nbytes, s->readonly, flags) < 0)
     return -1;
-  view->internal = Py_NewRef(s->owner);
+  view->internal = Py_NewRef(bridge_storage_owner(s));
   return 0;
 }
 
@@ -268,7 +296,8 @@ static PyMethodDef storage_methods[] = {
 static PyGetSetDef storage_getset[] = {
     {"device", (getter)storage_get_device, NULL, "The device holding the memory.", NULL},
     {"owner", (getter)storage_get_owner, NULL,
-     "The object whose lifetime keeps this memory valid (what an exporter holds).", NULL},
+     "The object whose lifetime keeps this memory valid (what an exporter holds); the storage "
+     "itself for an imported DLPack tensor, which it owns.", NULL},
     {"is_readonly", (getter)storage_get_readonly, NULL,
      "Whether writes are forbidden (memory borrowed read-only).", NULL},
     {"filename", (getter)storage_get_filename, NULL,
