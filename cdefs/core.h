@@ -152,6 +152,8 @@ int bridge_tensor_assign(TensorObject *t, StorageObject *storage, DTypeObject *d
 /* 0 when the view lies inside the bytes its storage holds now; else -1 with
  * `exc` ("the storage was resized after the view was made"). */
 int bridge_tensor_check_bounds(TensorObject *t, PyObject *exc);
+/* Free a dying tensor's heap dims and the retired blocks kept for consumers. */
+void bridge_tensor_free_dims(TensorObject *t);
 /* Address of element [0, ..., 0]. An empty view reaches nothing and may sit
  * anywhere: its address is the storage's when the offset leaves the storage. */
 static inline char *bridge_tensor_data(TensorObject *t) {

@@ -189,7 +189,7 @@ def dlpack_rows() -> list[Row]:
             (lambda: bridge.from_dlpack(tt)) if tt is not None else (lambda: None),
             (lambda: np.from_dlpack(tt)) if tt is not None else None,
             (lambda: torch.from_dlpack(tt)) if tt is not None else None,
-            target=0.40, target_vs="numpy",
+            target=1.0, target_vs="tvm", more_targets=(("numpy", 0.40),),
             check=aliases(lambda: bridge.from_dlpack(tt), ptr) if tt is not None else None,
             tvm_fn=(lambda: tvm_ffi.from_dlpack(tt)) if tv is not None and tt is not None else None),
     ]  # fmt: skip

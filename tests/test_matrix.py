@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bridge.kit import matrix
+from bridge.kit import matrix, matrix_run
 from bridge.kit.matrix import Cell, bridge_at_fault, consumers, run_cell, run_matrix
 
 
@@ -142,12 +142,12 @@ def test_a_child_that_floods_stderr_does_not_hang_the_runner():
 
     cells = [Cell("numpy", "bridge", "dlpack", "float32", "contiguous", False)]
     code = (
-        "import sys, json, dataclasses, bridge.kit.matrix as m\n"
+        "import sys, json, dataclasses, bridge.kit.matrix_run as m\n"
         "sys.stderr.write('x' * (4 << 20)); sys.stderr.flush()\n"
-        "m._worker(json.loads(sys.stdin.read()))\n"
+        "m.worker(json.loads(sys.stdin.read()))\n"
     )
     out: list = []
-    th = threading.Thread(target=lambda: out.append(matrix._run_worker(cells, None, code)), daemon=True)
+    th = threading.Thread(target=lambda: out.append(matrix_run.run_worker(cells, None, code)), daemon=True)
     th.start()
     th.join(timeout=120)
     assert not th.is_alive(), "the runner hung on a full stderr pipe"

@@ -12,10 +12,7 @@ from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core.device import device as _device
 from bridge.core.dtypes import dtype
-from bridge.core.native import _C
-from bridge.core.storage import UntypedStorage
-from bridge.core.tensor import (
-    Tensor,
+from bridge.core.layout import (
     _empty,
     _from_numpy_copy,
     _layout_strides,
@@ -23,6 +20,9 @@ from bridge.core.tensor import (
     memory_format,
     preserve_format,
 )
+from bridge.core.native import _C
+from bridge.core.storage import UntypedStorage
+from bridge.core.tensor import Tensor
 
 __all__ = [
     "empty",

@@ -23,6 +23,16 @@ from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core.device import device
 from bridge.core.dtypes import dtype
+from bridge.core.layout import (
+    _empty,
+    _from_numpy_copy,
+    _layout_strides,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from bridge.core.native import _C
 from bridge.core.printing import format_tensor
 from bridge.core.storage import UntypedStorage
@@ -43,29 +53,6 @@ _Int = builtins.int
 _Float = builtins.float
 _DType = dtype  # inside Tensor, `dtype` names the property
 
-
-class memory_format:
-    """A tensor memory layout, as ``torch.memory_format``: ``contiguous_format``,
-    ``channels_last`` (NHWC strides for a 4-d NCHW tensor), ``channels_last_3d``
-    (NDHWC for 5-d) and ``preserve_format`` (keep the input's dim order)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"bridge.{self.name}"
-
-    def __reduce__(self) -> str:
-        return self.name
-
-
-contiguous_format = memory_format("contiguous_format")
-channels_last = memory_format("channels_last")
-channels_last_3d = memory_format("channels_last_3d")
-preserve_format = memory_format("preserve_format")
-_C._register("contiguous_format", contiguous_format)
 
 # Copy kernels for memory the host cannot touch, by device type, registered by
 # the interop module that knows a library for it (bridge.interop.cuda: CuPy).
@@ -582,41 +569,6 @@ def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
             "on the host"
         )
     return kernel
-
-
-def _layout_strides(shape: tuple[_Int, ...], strides: tuple[_Int, ...], fmt: memory_format) -> tuple[_Int, ...]:
-    if fmt is contiguous_format:
-        return S.contiguous_strides(shape)
-    if fmt is channels_last:
-        if len(shape) != 4:
-            raise ValueError(f"required rank 4 tensor to use channels_last format, got {len(shape)}-d")
-        return S.channels_last_strides(shape)
-    if fmt is channels_last_3d:
-        if len(shape) != 5:
-            raise ValueError(f"required rank 5 tensor to use channels_last_3d format, got {len(shape)}-d")
-        return S.channels_last_strides(shape)
-    if fmt is preserve_format:
-        if S.is_non_overlapping_and_dense(shape, strides):
-            return strides
-        return S.dense_strides_like(shape, strides)
-    raise TypeError(f"expected a bridge.memory_format, got {fmt!r}")
-
-
-def _empty(shape: tuple[_Int, ...], dt: dtype, strides: tuple[_Int, ...] | None = None, zeroed: _Bool = False) -> Tensor:
-    """A new tensor in fresh memory (strides default to contiguous; must be dense)."""
-    if strides is None or S.is_contiguous(shape, strides):
-        out: Tensor = _C.new_empty(shape, dt, zeroed)
-        return out
-    storage = UntypedStorage.__new__(UntypedStorage)
-    storage._allocate(S.prod(shape) * dt.itemsize, zeroed)
-    made: Tensor = _C.make_tensor(storage, dt, shape, strides, 0)
-    return made
-
-
-def _from_numpy_copy(arr: np.ndarray[Any, Any], dt: dtype) -> Tensor:
-    out = _empty(arr.shape, dt)
-    np.copyto(out._np_view(), arr, casting="unsafe")
-    return out
 
 
 def _as_numpy_operand(value: Any) -> Any:

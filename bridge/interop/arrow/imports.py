@@ -15,9 +15,10 @@ import numpy as np
 from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core.device import CPU, device
+from bridge.core.layout import _empty, _from_numpy_copy
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
-from bridge.core.tensor import Tensor, _empty, _from_numpy_copy
+from bridge.core.tensor import Tensor
 from bridge.interop.arrow.types import (
     _EXT_META,
     _EXT_NAME,

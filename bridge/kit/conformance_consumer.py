@@ -1,0 +1,275 @@
+"""Consumer checks: hand-made capsules, good and malformed, fed to a
+``from_dlpack``-like function, each judged on what it returned or raised and
+on how often it called the struct's deleter.
+
+:data:`CONSUMER_CASES` lists the cases. With isolation they run in a child
+process (:mod:`bridge.kit.isolation`), so a consumer that crashes on a case
+fails that case and the rest run in a fresh child.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bridge.kit.capsules import Handmade, same_values, test_deleter_calls, young_gc
+from bridge.kit.conformance_report import FAILED, PASSED, WARNING, RuleResult, exc_text, short
+from bridge.kit.isolation import emit, load, run_child, spec_of
+
+__all__ = ["CONSUMER_CASES", "run_case", "consumer_main", "check_consumer"]
+
+_KEEP: list[Handmade] = []  # structs fed to consumers live as long as the process
+
+
+class _CapsuleProducer:
+    """Hands a fixed capsule to a consumer through the ``__dlpack__`` protocol."""
+
+    def __init__(self, capsule: Any, device: tuple[int, int], old_signature: bool = False) -> None:
+        self.capsule = capsule
+        self.device = device
+        self.old_signature = old_signature
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        unknown = sorted(set(kwargs) - {"stream"})
+        if self.old_signature and unknown:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument {unknown[0]!r}")
+        cap, self.capsule = self.capsule, None
+        if cap is None:
+            raise BufferError("this producer's capsule was already handed out")
+        return cap
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+@dataclass(frozen=True, slots=True)
+class _Case:
+    kind: str  # "good": correct values; "may-refuse": values or a clean exception; "bad": exception
+    doc: str
+    make: Callable[[], Handmade]
+    name: str | None = None  # capsule name override
+    old_signature: bool = False
+    deleter_calls: int = 1
+
+
+def _f32(n: int) -> Any:
+    return np.arange(n, dtype=np.float32) + 0.5
+
+
+_CASES: dict[str, _Case] = {
+    "consumer-accepts-versioned": _Case(
+        "good", "a v1.3 float32 (2, 3) C-contiguous capsule", lambda: Handmade()),
+    "consumer-accepts-legacy": _Case(
+        "good", "a legacy capsule returned even when max_version is asked (allowed)",
+        lambda: Handmade(versioned=False)),
+    "consumer-accepts-old-signature": _Case(
+        "good", "a producer whose __dlpack__ takes no max_version: retry without keywords",
+        lambda: Handmade(versioned=False), old_signature=True),
+    "consumer-accepts-strided": _Case(
+        "good", "transposed strides (1, 3)", lambda: Handmade(_f32(6), shape=(3, 2), strides=(1, 3))),
+    "consumer-accepts-byte-offset": _Case(
+        "good", "byte_offset 8 is honoured (pytorch#168177)",
+        lambda: Handmade(_f32(8)[2:].reshape(2, 3), byte_offset=8)),
+    "consumer-accepts-zero-size": _Case(
+        "good", "shape (0, 3) with NULL data (onnxruntime#27450)",
+        lambda: Handmade(_f32(0), shape=(0, 3), null_data=True)),
+    "consumer-accepts-negative-strides": _Case(
+        "may-refuse", "strides (-1,) from the last element: values, or a clean refusal",
+        lambda: Handmade(_f32(6)[::-1])),
+    "consumer-rejects-wrong-name": _Case(
+        "bad", "a capsule named neither 'dltensor' nor 'dltensor_versioned'", lambda: Handmade(),
+        name="not_a_dltensor", deleter_calls=0),
+    "consumer-rejects-major-2": _Case("bad", "version 2.0", lambda: Handmade(major=2, minor=0)),
+    "consumer-rejects-ndim-negative": _Case("bad", "ndim -1", lambda: Handmade(ndim=-1)),
+    "consumer-rejects-lanes-4": _Case("bad", "lanes 4", lambda: Handmade(lanes=4)),
+    "consumer-rejects-unknown-code": _Case(
+        "bad", "dtype code 99", lambda: Handmade(np.zeros(6, np.uint8), code=99, bits=8)),
+    "consumer-rejects-bits-7": _Case("bad", "float with 7 bits", lambda: Handmade(bits=7)),
+    "consumer-rejects-null-shape": _Case("bad", "ndim 2 with a NULL shape", lambda: Handmade(null_shape=True)),
+    "consumer-rejects-null-strides": _Case(
+        "bad", "v1.3, ndim 2, NULL strides (v1.2+ requires strides)",
+        lambda: Handmade(null_strides=True)),
+    "consumer-rejects-null-data": _Case(
+        "bad", "NULL data with 6 elements", lambda: Handmade(null_data=True)),
+}  # fmt: skip
+
+#: rule name -> what it feeds the consumer (consumer side), in the order they run.
+CONSUMER_CASES: dict[str, str] = {name: case.doc for name, case in _CASES.items()}
+
+
+def _to_list(out: Any) -> Any:
+    tolist = getattr(out, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    return np.asarray(out).tolist()
+
+
+def run_case(consumer: Callable[[Any], Any], name: str) -> RuleResult:
+    """Feed case ``name`` to ``consumer``; return its RuleResult (never raises)."""
+    case = _CASES[name]
+    h = case.make()
+    _KEEP.append(h)
+    gc.collect()
+    start = test_deleter_calls()
+    producer = _CapsuleProducer(h.capsule(case.name), (1, 0), case.old_signature)
+    out: Any = None
+    err: Exception | None = None
+    values: Any = None
+    read_error: Exception | None = None
+    try:
+        out = consumer(producer)
+    except Exception as e:
+        err = e
+    if err is None and case.kind != "bad":
+        try:
+            values = _to_list(out)
+        except Exception as e:
+            read_error = e
+    del out, producer
+    err_text = exc_text(err) if err is not None else ""
+    err = None
+    gc.collect()
+    calls = test_deleter_calls() - start
+    deleter_note = ""
+    if calls != case.deleter_calls:
+        what = "leaked (never called)" if calls == 0 else f"called {calls} times"
+        deleter_note = f"; the deleter was {what}, expected {case.deleter_calls}"
+    if case.kind == "bad":
+        if not err_text:
+            return RuleResult(name, FAILED, f"accepted {case.doc}" + deleter_note)
+        status = FAILED if deleter_note else PASSED
+        return RuleResult(name, status, f"raised {err_text}" + deleter_note)
+    if err_text:
+        if case.kind == "may-refuse":
+            return RuleResult(name, FAILED if deleter_note else PASSED,
+                              f"refused cleanly: {err_text}" + deleter_note)  # fmt: skip
+        return RuleResult(name, FAILED, f"raised {err_text} for {case.doc}" + deleter_note)
+    if read_error is not None:
+        return RuleResult(name, FAILED, f"result unreadable: {exc_text(read_error)}" + deleter_note)
+    want = h.expected()
+    if not same_values(values, want):
+        return RuleResult(
+            name, FAILED, f"values {short(values)}, expected {short(want)}" + deleter_note
+        )
+    status = FAILED if deleter_note else PASSED
+    return RuleResult(name, status, f"values {short(want, 40)} correct" + deleter_note)
+
+
+
+_CHILD = (
+    "import sys; from bridge.kit.conformance_consumer import consumer_main; "
+    "sys.exit(consumer_main(sys.argv[1:]))"
+)
+
+
+def consumer_main(argv: list[str]) -> int:
+    """Child entry: ``argv`` is ``spec case...``; loads the consumer from
+    ``spec`` and runs each case, emitting a ``start`` event (the case name)
+    before it and a ``result`` event (the RuleResult as a dict) after it."""
+    spec, names = argv[0], argv[1:]
+    consumer = load(spec)
+    out = sys.stdout  # the consumer may replace sys.stdout; events go to the parent's pipe
+    with young_gc():
+        for name in names:
+            emit("start", name, out)
+            result = run_case(consumer, name)
+            emit("result", result.to_dict(), out)
+    return 0
+
+
+def _stderr_clue(stderr: str) -> str:
+    """``": line"``: the stderr line most likely to say why the child died
+    (a C++ exception's ``what()``, Python's fatal error, an exception), else
+    its last line; empty for no stderr."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for key in ("what():", "Fatal Python error", "Error"):
+        for ln in lines:
+            if key in ln:
+                return f": {ln[:160]}"
+    return f": {lines[-1][:160]}" if lines else ""
+
+
+@dataclass
+class _ChildRun:
+    """What one child reported: the results it finished (into ``results``)
+    and the case it had started and not finished (``current``)."""
+
+    results: dict[str, RuleResult]
+    current: str | None = None
+
+    def on_event(self, event: str, payload: Any) -> None:
+        """Record one event from the child (see :func:`bridge.kit.isolation.run_child`)."""
+        if event == "start":
+            self.current = payload
+        elif event == "result":
+            self.results[payload["name"]] = RuleResult(
+                payload["name"], payload["status"], payload["detail"]
+            )
+            self.current = None
+
+
+def _consumer_in_subprocess(spec: str, names: list[str], timeout: float) -> list[RuleResult]:
+    results: dict[str, RuleResult] = {}
+    pending = list(names)
+    # The child must import what this process can: modules on sys.path that
+    # are not on the default path (a test's tmp_path, a script's directory).
+    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    while pending:
+        run = _ChildRun(results)
+        end = run_child(_CHILD, [spec, *pending], on_event=run.on_event, env=env, timeout=timeout)
+        current = run.current
+        last = _stderr_clue(end.stderr)
+        if current is not None:
+            why = (
+                f"hung for {timeout:.0f} s"
+                if end.timed_out
+                else f"crashed the process ({end.cause()}{last})"
+            )
+            results[current] = RuleResult(
+                current, FAILED, f"{CONSUMER_CASES[current]}: the consumer {why}"
+            )
+            pending = [n for n in pending[pending.index(current) + 1 :] if n not in results]
+            continue
+        left = [n for n in pending if n not in results]
+        for n in left:
+            results[n] = RuleResult(
+                n, FAILED, f"the consumer subprocess failed ({end.cause()}{last})"
+            )
+        pending = []
+    return [results[n] for n in names]
+
+
+def check_consumer(consumer: Any, isolate: bool, timeout: float) -> list[RuleResult]:
+    """Every consumer case fed to ``consumer`` (a function, or a
+    ``"module:expr"`` naming one), after a ``consumer-isolation`` entry that
+    says where they ran: in a child (``timeout`` seconds per child) when
+    ``isolate`` and the consumer can be named, else in this process (a
+    warning: a crash kills the caller). Never raises for what the consumer
+    does; :func:`~bridge.kit.isolation.load` errors propagate."""
+    names = list(_CASES)
+    spec = spec_of(consumer) if isolate else None
+    if spec is not None:
+        return [
+            RuleResult("consumer-isolation", PASSED, f"ran in a subprocess as {spec!r}"),
+            *_consumer_in_subprocess(spec, names, timeout),
+        ]
+    fn = load(consumer) if isinstance(consumer, str) else consumer
+    why = (
+        "isolate=False" if not isolate
+        else "the consumer cannot be imported by name (pass a module-level function or 'module:expr')"
+    )  # fmt: skip
+    return [
+        RuleResult(
+            "consumer-isolation",
+            WARNING,
+            f"ran in this process ({why}): a crash would kill the caller",
+        ),
+        *[run_case(fn, n) for n in names],
+    ]
+

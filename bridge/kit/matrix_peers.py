@@ -1,0 +1,274 @@
+"""The matrix's peers: how each library *makes* a case (:func:`produce`, the
+values and layout defined by :func:`reference`) and how each takes one
+through each protocol it speaks (:func:`consumers`, with how to read back
+the result's values, address and writability).
+
+Peer libraries are imported only when a producer or consumer of theirs is
+asked for, so a run over a few peers never pays for the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bridge.core import dtypes as _dtypes
+from bridge.kit.matrix_grid import available
+
+__all__ = ["reference", "NotMade", "produce", "Consumer", "consumers", "arrow_address"]
+
+
+def _np_dtype(name: str) -> Any:
+    return _dtypes.get_dtype(name).numpy_dtype  # bfloat16/float8/6/4 through ml_dtypes
+
+
+def reference(dtype: str, layout: str) -> np.ndarray[Any, Any]:
+    """The NumPy view that defines a case's values and layout (writable)."""
+    base = np.arange(48).reshape(4, 12)
+    base = (base % 2).astype(bool) if dtype == "bool" else base.astype(_np_dtype(dtype))
+    view: np.ndarray[Any, Any] = _apply_layout(base, layout, np)
+    return view
+
+
+def _apply_layout(x: Any, layout: str, lib: Any) -> Any:
+    """``layout`` applied to the 4x12 base ``x`` of a library with NumPy-like views."""
+    if layout == "contiguous":
+        return x
+    if layout == "transposed":
+        return x.T
+    if layout == "stepped":
+        return x[::2, 1::3]
+    if layout == "negative":
+        return x[::-1, ::-2]
+    if layout == "broadcast":
+        row = x[0]
+        return np.broadcast_to(row, (3, 12)) if lib is np else row.expand(3, 12)
+    if layout == "size1-odd":
+        isz = x.itemsize if lib is np else 1
+        if lib is np:
+            return np.lib.stride_tricks.as_strided(x, (4, 1), (12 * isz, 7 * isz))
+        return x.as_strided((4, 1), (12, 7))
+    if layout == "0-d":
+        return x[1, 1] if lib is not np else x[1:2, 1:2].reshape(())
+    if layout == "zero-size":
+        return x[:, 5:5]
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+class NotMade(Exception):
+    """A producer cannot make this case (the cell is n/a)."""
+
+
+# ------------------------------------------------------------ producers
+
+
+def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np.ndarray[Any, Any]]:
+    """``(object, expected values)`` for a case from ``peer``; NotMade if it cannot."""
+    ref = reference(dtype, layout)
+    if peer == "numpy":
+        if readonly:
+            ref = ref.view()
+            ref.flags.writeable = False
+        return ref, ref.copy()
+    if peer == "bridge":
+        import bridge
+
+        if readonly:  # bridge tensors are read-only when their memory was lent read-only
+            frozen = ref.view()
+            frozen.flags.writeable = False
+            return bridge.from_numpy(frozen), ref.copy()
+        base = bridge.tensor(reference(dtype, "contiguous"))  # memory bridge allocated
+        return _apply_layout(base, layout, bridge), ref.copy()
+    if readonly:
+        raise NotMade(f"{peer} has no read-only tensors")
+    if peer == "torch":
+        import torch
+
+        if dtype in ("uint64",) and not hasattr(torch, "uint64"):
+            raise NotMade("no uint64")
+        if layout == "negative":
+            raise NotMade("torch has no negative strides")
+        if dtype == "bfloat16":
+            base = torch.from_numpy(reference("float32", "contiguous").copy()).to(torch.bfloat16)
+        else:
+            base = torch.from_numpy(reference(dtype, "contiguous").copy())
+        return _apply_layout(base, layout, torch), ref.copy()
+    if peer == "jax":
+        import jax.numpy as jnp
+
+        if layout not in ("contiguous", "0-d", "zero-size"):
+            raise NotMade("jax arrays are always compact")
+        return jnp.asarray(np.array(ref, copy=True)), ref.copy()  # (ascontiguousarray makes 0-d 1-d)
+    if peer in ("pyarrow", "polars", "nanoarrow"):
+        if layout != "contiguous" or dtype in ("bfloat16", "complex64"):
+            raise NotMade("Arrow arrays are 1-d, of Arrow's types")
+        flat = np.ascontiguousarray(ref).reshape(-1)
+        import pyarrow as pa
+
+        arr = pa.array(flat)
+        if peer == "polars":
+            import polars as pl
+
+            return pl.Series(flat), flat.copy()
+        if peer == "nanoarrow":
+            import nanoarrow as na
+
+            return na.c_array(arr), flat.copy()
+        return arr, flat.copy()
+    if peer == "tvm_ffi":
+        import tvm_ffi
+
+        if dtype == "bfloat16":
+            raise NotMade("tvm-ffi takes bfloat16 only from DLPack producers that have it")
+        return tvm_ffi.from_dlpack(ref), ref.copy()
+    if peer == "pydlpack":
+        import dlpack
+
+        return dlpack.asdlpack(ref), ref.copy()
+    if peer == "cupy":
+        import cupy
+
+        return cupy.asarray(ref), ref.copy()
+    raise NotMade(f"unknown producer {peer}")
+
+
+# ------------------------------------------------------------ consumers
+
+
+@dataclasses.dataclass
+class Consumer:
+    """How one library takes an object through one protocol, and how to inspect the result."""
+
+    peer: str
+    protocol: str
+    take: Callable[[Any], Any]
+    values: Callable[[Any], np.ndarray[Any, Any]]
+    address: Callable[[Any], int | None]
+    writable: Callable[[Any], bool]
+
+
+def _np_address(a: Any) -> int:
+    return int(np.asarray(a).__array_interface__["data"][0])
+
+
+def arrow_address(a: Any) -> int | None:
+    """Address of a pyarrow array's first value (its data buffer, past its
+    offset), or None when it has no data buffer."""
+    buf = a.buffers()[1]
+    return None if buf is None else buf.address + a.offset * a.type.bit_width // 8
+
+
+def consumers(only: set[str] | None = None) -> list[Consumer]:
+    """Every (library, protocol) entry point installed here (of the ``only``
+    libraries, when given: the others are not even imported)."""
+    out: list[Consumer] = []
+
+    def want(peer: str) -> bool:
+        return (only is None or peer in only) and available(peer)
+
+    if want("bridge"):
+        import bridge
+
+        def b_vals(t: Any) -> np.ndarray[Any, Any]:
+            return np.array(t.numpy(), copy=True)
+
+        out += [
+            Consumer("bridge", "dlpack", bridge.from_dlpack, b_vals, lambda t: t.data_ptr(),
+                     lambda t: not t.is_readonly),
+            Consumer("bridge", "array-interface", bridge.asarray, b_vals, lambda t: t.data_ptr(),
+                     lambda t: not t.is_readonly),
+            Consumer("bridge", "arrow", bridge.from_arrow, b_vals, lambda t: t.data_ptr(),
+                     lambda t: not t.is_readonly),
+        ]  # fmt: skip
+    out += [] if not want("numpy") else [
+        Consumer("numpy", "dlpack", np.from_dlpack, lambda a: np.array(a, copy=True), _np_address,
+                 lambda a: bool(a.flags.writeable)),
+        Consumer("numpy", "array-interface", np.asarray, lambda a: np.array(a, copy=True),
+                 _np_address, lambda a: bool(a.flags.writeable)),
+        Consumer("numpy", "buffer", lambda o: np.asarray(memoryview(o)),
+                 lambda a: np.array(a, copy=True), _np_address, lambda a: bool(a.flags.writeable)),
+    ]  # fmt: skip
+    if want("torch"):
+        import torch
+
+        def t_vals(x: Any) -> np.ndarray[Any, Any]:
+            if x.dtype == torch.bfloat16:
+                import ml_dtypes
+
+                return np.array(x.float().numpy().astype(ml_dtypes.bfloat16), copy=True)
+            return np.array(x.detach().cpu().numpy(), copy=True)
+
+        out += [
+            Consumer("torch", "dlpack", torch.from_dlpack, t_vals, lambda x: x.data_ptr(),
+                     lambda x: True),
+            Consumer("torch", "array-interface", torch.as_tensor, t_vals, lambda x: x.data_ptr(),
+                     lambda x: True),
+        ]  # fmt: skip
+    if want("jax"):
+        import jax
+
+        out.append(Consumer("jax", "dlpack", jax.dlpack.from_dlpack, lambda x: np.array(x, copy=True),
+                            lambda x: x.unsafe_buffer_pointer(), lambda x: False))  # fmt: skip
+    if want("pyarrow"):
+        import pyarrow as pa
+
+        def pa_vals(a: Any) -> np.ndarray[Any, Any]:
+            if hasattr(a, "to_numpy_ndarray"):  # FixedShapeTensorArray: N-d
+                return np.array(a.to_numpy_ndarray(), copy=True)
+            if isinstance(a, pa.ExtensionArray):  # arrow.bool8: its int8 storage
+                return np.array(a.storage.to_numpy(zero_copy_only=False), copy=True)
+            return np.array(a.to_numpy(zero_copy_only=False), copy=True)
+
+        def pa_addr(a: Any) -> int | None:
+            storage = getattr(a, "storage", None)
+            if storage is not None:  # extension array: the values of its FixedSizeList
+                values = storage.values
+                return arrow_address(values)
+            return arrow_address(a)
+
+        out.append(Consumer("pyarrow", "arrow", pa.array, pa_vals, pa_addr, lambda a: False))
+    if want("polars"):
+        import polars as pl
+
+        out.append(Consumer("polars", "arrow", pl.Series, lambda s: np.array(s.to_numpy(), copy=True),
+                            lambda s: None, lambda s: False))  # fmt: skip
+    if want("nanoarrow"):
+        import nanoarrow as na
+
+        def na_vals(c: Any) -> np.ndarray[Any, Any]:
+            import pyarrow as pa
+
+            a = pa.array(c)
+            if hasattr(a, "to_numpy_ndarray"):
+                return np.array(a.to_numpy_ndarray(), copy=True)
+            if isinstance(a, pa.ExtensionArray):
+                return np.array(a.storage.to_numpy(zero_copy_only=False), copy=True)
+            return np.array(a.to_numpy(zero_copy_only=False), copy=True)
+
+        def na_addr(c: Any) -> int | None:
+            view = c.view()
+            width: int = view.layout.element_size_bits[1] // 8
+            return int(view.buffer(1).address) + int(c.offset) * width
+
+        out.append(Consumer("nanoarrow", "arrow", na.c_array, na_vals, na_addr, lambda c: False))
+    if want("tvm_ffi"):
+        import tvm_ffi
+
+        out.append(Consumer("tvm_ffi", "dlpack", tvm_ffi.from_dlpack,
+                            lambda x: np.array(np.from_dlpack(x), copy=True),
+                            lambda x: _np_address(np.from_dlpack(x)), lambda x: True))  # fmt: skip
+    if want("cupy"):
+        import cupy
+
+        out += [
+            Consumer("cupy", "dlpack", cupy.from_dlpack, cupy.asnumpy, lambda x: x.data.ptr,
+                     lambda x: True),
+            Consumer("cupy", "cuda-array-interface", cupy.asarray, cupy.asnumpy,
+                     lambda x: x.data.ptr, lambda x: True),
+        ]  # fmt: skip
+    return out
+
+

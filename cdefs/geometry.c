@@ -1,0 +1,308 @@
+/* The geometry of a tensor and the one constructor every tensor is made by
+ * (views, imports, factories): extent arithmetic, the dims a tensor keeps
+ * (inline, or on the heap once lent to a consumer), the bounds check against
+ * its storage, and the dims parsing the Python entry points share. Strides
+ * and offset count elements. */
+
+#include "core.h"
+
+#include <stdlib.h>
+
+/* --------------------------------------------------------- arithmetic */
+
+int bridge_view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                       int64_t *lo_out, int64_t *hi_out) {
+  int64_t lo = offset, hi = offset;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) {
+      *lo_out = *hi_out = offset;
+      return 0;
+    }
+  }
+  for (int i = 0; i < ndim; i++) {
+    int64_t span;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &span)) return -1;
+    if (span > 0 ? __builtin_add_overflow(hi, span, &hi) : __builtin_add_overflow(lo, span, &lo))
+      return -1;
+  }
+  if (__builtin_add_overflow(hi, 1, &hi)) return -1;
+  *lo_out = lo;
+  *hi_out = hi;
+  return 0;
+}
+
+int64_t bridge_numel(const TensorObject *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i]; /* the constructor checked it fits */
+  return n;
+}
+
+int bridge_is_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 1; /* empty tensors are contiguous (torch's rule) */
+  int64_t expected = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] != 1) {
+      if (strides[i] != expected) return 0;
+      expected *= shape[i];
+    }
+  }
+  return 1;
+}
+
+void bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out) {
+  int64_t acc = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    out[i] = acc;
+    acc *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+/* ------------------------------------------------------- dims storage */
+
+/* Dims lent to an exchange API consumer (the tensor's `lent` bit) are never
+ * rewritten or freed while the tensor lives: a geometry change moves to new
+ * dims and keeps the old heap block on the `retired` list. */
+typedef struct retired_block {
+  struct retired_block *next;
+  int64_t dims[];
+} retired_block;
+
+static int64_t *heap_dims(TensorObject *t) {
+  return t->shape != t->inline_dims ? t->shape : NULL;
+}
+
+void bridge_tensor_free_dims(TensorObject *t) {
+  int64_t *heap = heap_dims(t);
+  if (heap != NULL) free((char *)heap - offsetof(retired_block, dims));
+  while (t->retired != NULL) {
+    retired_block *b = (retired_block *)t->retired;
+    t->retired = b->next;
+    free(b);
+  }
+}
+
+static int set_dims(TensorObject *t, int ndim, const int64_t *shape, const int64_t *strides) {
+  int64_t *old_heap = heap_dims(t);
+  int64_t *dst;
+  int inline_ok = ndim <= BRIDGE_INLINE_NDIM && !(t->lent & BRIDGE_LENT_INLINE);
+  if (inline_ok) {
+    dst = t->inline_dims;
+  } else {
+    retired_block *b = (retired_block *)malloc(sizeof(retired_block) + 2 * (size_t)(ndim ? ndim : 1) * sizeof(int64_t));
+    if (b == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    b->next = NULL;
+    dst = b->dims;
+  }
+  /* shape and strides may point into the dims being replaced: copy first */
+  int64_t tmp[2 * BRIDGE_MAX_NDIM];
+  memcpy(tmp, shape, (size_t)ndim * sizeof(int64_t));
+  memcpy(tmp + ndim, strides, (size_t)ndim * sizeof(int64_t));
+  memcpy(dst, tmp, 2 * (size_t)ndim * sizeof(int64_t));
+  if (old_heap != NULL && old_heap != dst) {
+    retired_block *ob = (retired_block *)((char *)old_heap - offsetof(retired_block, dims));
+    if (t->lent & BRIDGE_LENT_HEAP) {
+      ob->next = (retired_block *)t->retired;
+      t->retired = ob;
+    } else {
+      free(ob);
+    }
+  }
+  t->ndim = ndim;
+  t->shape = dst;
+  t->strides = dst + ndim;
+  t->lent &= (uint8_t)~BRIDGE_LENT_HEAP; /* new dims are not lent yet; lent inline dims stay frozen */
+  Py_CLEAR(t->shape_tuple);
+  Py_CLEAR(t->strides_tuple);
+  return 0;
+}
+
+/* ---------------------------------------------------------- validation */
+
+static PyObject *geometry_error(int mode) {
+  return mode == GEOM_IMPORT ? PyExc_BufferError : mode == GEOM_DERIVED ? PyExc_RuntimeError
+                                                                         : PyExc_ValueError;
+}
+
+static int format_dims(char *buf, size_t cap, int ndim, const int64_t *v) {
+  size_t n = (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < ndim && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)v[i]);
+  if (n < cap) n += (size_t)snprintf(buf + n, cap - n, ndim == 1 ? ",)" : ")");
+  return 0;
+}
+
+/* Checks a geometry against a storage; fills the element extent. */
+static int check_geometry(StorageObject *storage, DTypeObject *dtype, int ndim,
+                          const int64_t *shape, const int64_t *strides, int64_t offset, int mode,
+                          int64_t *lo_out, int64_t *hi_out) {
+  PyObject *exc = geometry_error(mode);
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM) {
+    PyErr_Format(exc, "a tensor has at most %d dimensions, got %d", BRIDGE_MAX_NDIM, ndim);
+    return -1;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      PyErr_Format(exc, "negative dimension %lld in size", (long long)shape[i]);
+      return -1;
+    }
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+      char s[512];
+      format_dims(s, sizeof s, ndim, shape);
+      PyErr_Format(exc, "a tensor of size %s has more than 2**63 - 1 elements", s);
+      return -1;
+    }
+  }
+  int64_t lo, hi, cap = storage->nbytes / dtype->itemsize, hi_bytes;
+  if (bridge_view_extent(ndim, shape, strides, offset, &lo, &hi) < 0) {
+    PyErr_SetString(exc, "the tensor's shape and strides overflow a 64-bit range of elements");
+    return -1;
+  }
+  int empty = numel == 0;
+  /* An empty view reaches nothing: a view derived from another may sit
+   * anywhere (indexing an empty dim with a negative stride moves it below 0) */
+  if (offset < 0 && !(empty && mode == GEOM_DERIVED)) {
+    PyErr_Format(exc, "storage offset must be non-negative, got %lld", (long long)offset);
+    return -1;
+  }
+  if (empty ? (mode == GEOM_USER && offset > cap)
+            : (lo < 0 || __builtin_mul_overflow(hi, (int64_t)dtype->itemsize, &hi_bytes) ||
+               hi_bytes > storage->nbytes)) {
+    char s[512], st[512];
+    format_dims(s, sizeof s, ndim, shape);
+    format_dims(st, sizeof st, ndim, strides);
+    if (mode == GEOM_DERIVED)
+      PyErr_Format(exc,
+                   "the view of size %s with strides %s views bytes [%lld, %lld) of a storage that "
+                   "now holds %lld bytes (the storage was resized after the view was made)",
+                   s, st, (long long)(lo * dtype->itemsize), (long long)(hi * dtype->itemsize),
+                   (long long)storage->nbytes);
+    else if (empty)
+      PyErr_Format(exc, "storage offset %lld is past the end of a storage of %lld elements",
+                   (long long)offset, (long long)cap);
+    else
+      PyErr_Format(exc,
+                   "view of size %s with strides %s and offset %lld reaches elements [%lld, %lld) "
+                   "but the storage holds %lld elements",
+                   s, st, (long long)offset, (long long)lo, (long long)hi, (long long)cap);
+    return -1;
+  }
+  *lo_out = lo;
+  *hi_out = hi;
+  return 0;
+}
+
+PyObject *bridge_tensor_new(StorageObject *storage, DTypeObject *dtype, int ndim,
+                            const int64_t *shape, const int64_t *strides, int64_t offset,
+                            int mode) {
+  int64_t lo, hi;
+  if (check_geometry(storage, dtype, ndim, shape, strides, offset, mode, &lo, &hi) < 0) return NULL;
+  TensorObject *t = (TensorObject *)bridge_tensor_class->tp_alloc(bridge_tensor_class, 0);
+  if (t == NULL) return NULL;
+  t->shape = t->strides = t->inline_dims;
+  if (set_dims(t, ndim, shape, strides) < 0) {
+    Py_DECREF(t);
+    return NULL;
+  }
+  t->storage = (StorageObject *)Py_NewRef(storage);
+  t->dtype = (DTypeObject *)Py_NewRef(dtype);
+  t->offset = offset;
+  t->lo = lo;
+  t->hi = hi;
+  return (PyObject *)t;
+}
+
+int bridge_tensor_assign(TensorObject *t, StorageObject *storage, DTypeObject *dtype, int ndim,
+                         const int64_t *shape, const int64_t *strides, int64_t offset, int mode) {
+  int64_t lo, hi;
+  if (check_geometry(storage, dtype, ndim, shape, strides, offset, mode, &lo, &hi) < 0) return -1;
+  if (set_dims(t, ndim, shape, strides) < 0) return -1;
+  Py_SETREF(t->storage, (StorageObject *)Py_NewRef(storage));
+  Py_SETREF(t->dtype, (DTypeObject *)Py_NewRef(dtype));
+  t->offset = offset;
+  t->lo = lo;
+  t->hi = hi;
+  return 0;
+}
+
+int bridge_tensor_check_bounds(TensorObject *t, PyObject *exc) {
+  if (t->lo == t->hi) return 0;
+  int64_t isz = t->dtype->itemsize;
+  if (t->hi * isz <= t->storage->nbytes) return 0; /* lo >= 0 and hi*isz fit: checked when made */
+  PyErr_Format(exc,
+               "the tensor views bytes [%lld, %lld) of a storage that now holds %lld bytes (the "
+               "storage was resized after the view was made)",
+               (long long)(t->lo * isz), (long long)(t->hi * isz), (long long)t->storage->nbytes);
+  return -1;
+}
+
+/* ------------------------------------------------------ Python helpers */
+
+int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
+  PyObject *fast = PySequence_Check(seq) ? PySequence_Fast(seq, what) : NULL;
+  if (fast == NULL) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, seq);
+    return -1;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > max) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_ValueError, "%s has %zd entries; a tensor has at most %d dimensions", what,
+                 n, max);
+    return -1;
+  }
+  PyObject **items = PySequence_Fast_ITEMS(fast);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *v = items[i];
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+      PyObject *tup = PySequence_Tuple(fast);
+      PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, tup ? tup : seq);
+      Py_XDECREF(tup);
+      Py_DECREF(fast);
+      return -1;
+    }
+    int overflow = 0;
+    PyObject *idx = PyNumber_Index(v);
+    long long x = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
+    if (idx != NULL && overflow) {
+      PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, idx);
+      x = -1;
+    }
+    Py_XDECREF(idx);
+    if (PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return -1;
+    }
+    out[i] = x;
+  }
+  Py_DECREF(fast);
+  return (int)n;
+}
+
+int bridge_wrap_dim(PyObject *dim_obj, int64_t dim, int ndim, int *out) {
+  int64_t lo = ndim ? -ndim : -1, hi = ndim ? ndim - 1 : 0;
+  if (dim_obj != NULL) {
+    if (PyBool_Check(dim_obj) || !PyIndex_Check(dim_obj)) {
+      PyErr_Format(PyExc_TypeError, "dim must be an int, got %.100s", Py_TYPE(dim_obj)->tp_name);
+      return -1;
+    }
+    dim = PyLong_AsLongLong(dim_obj);
+    if (dim == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      dim = INT64_MAX;
+    }
+  }
+  if (dim < lo || dim > hi) {
+    PyErr_Format(PyExc_IndexError,
+                 "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                 (long long)lo, (long long)hi, (long long)dim);
+    return -1;
+  }
+  *out = (int)(dim < 0 ? dim + (ndim ? ndim : 1) : dim);
+  return 0;
+}
