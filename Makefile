@@ -56,9 +56,12 @@ test-sanitize: $(STAMP)
 	         $(BIN)/pytest -p no:cacheprovider --capture=sys -q $(SAN_TESTS) $(PYTEST_ARGS)'
 
 # On a GPU machine, in the environment ../shared/GPU.md sets up (no .venv, no
-# network there): the CUDA tests, which skip cleanly without CUDA.
+# network there): build, the CUDA tests (which skip cleanly without CUDA),
+# then the CUDA exchange benchmark.
 test-gpu:
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	$(PY) -m pytest tests/gpu -v -p no:cacheprovider
+	$(PY) tests/gpu/bench_cuda.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py

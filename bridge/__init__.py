@@ -81,7 +81,7 @@ from bridge.core.tensor import (
 )
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
-from bridge.interop.cuda import from_cuda_array_interface
+from bridge.interop.cuda import cuda_stream, current_cuda_stream, from_cuda_array_interface
 from bridge.interop.dlpack import from_dlpack, to_dlpack
 from bridge.interop.numpy import from_numpy, frombuffer
 
@@ -142,6 +142,8 @@ __all__ = [
     "arrow",
     "from_arrow",
     "from_cuda_array_interface",
+    "cuda_stream",
+    "current_cuda_stream",
     "from_dlpack",
     "from_numpy",
     "frombuffer",

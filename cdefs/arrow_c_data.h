@@ -4,7 +4,7 @@
  *
  * Like dlpack.h this is read by cffi's cdef parser (no preprocessor
  * conditionals, so no ARROW_C_DATA_INTERFACE guard here) and by the compiler;
- * bridge.c includes it only where no other definition exists, and
+ * the protocol files of cdefs/ include it through core.h, and
  * tests/test_native.py recompiles these declarations against pyarrow's
  * arrow/c/abi.h so any layout drift fails a test. */
 

@@ -265,7 +265,13 @@ static PyObject *py_arrow_export_device_array(PyObject *mod, PyObject *const *ar
   if (cap == NULL) return NULL;
   d->device_type = (ArrowDeviceType)dev_type;
   d->device_id = dev_id;
-  d->sync_event = NULL; /* bridge enqueues no work: nothing to wait for */
+  /* No sync event: the memory's stream is waited for here, so that any
+   * consumer stream may read it at once. */
+  d->sync_event = NULL;
+  if (t->storage->dev_type == kDLCUDA && bridge_cuda_synchronize(t->storage->dev_id, t->storage->stream) < 0) {
+    Py_DECREF(cap);
+    return NULL;
+  }
   if (array_fill(&d->array, t->storage, args[1], 0) < 0) Py_CLEAR(cap);
   return cap;
 }

@@ -22,6 +22,7 @@ static const char NAME_ARROW_GUARD[] = "bridge.arrow_import";
 #define ARROW_MAX_METADATA_PAIRS 4096
 #define ARROW_MAX_METADATA_LENGTH (1 << 28)
 #define ARROW_CPU_DEVICE 1
+#define ARROW_CUDA_DEVICE 2
 
 typedef struct {
   struct ArrowSchema schema;
@@ -231,6 +232,11 @@ static PyObject *py_arrow_import(PyObject *mod, PyObject *const *args, Py_ssize_
                     "the Arrow schema or array capsule was already consumed (released struct)");
     return NULL;
   }
+  /* A CUDA producer's pending work: the consumer's stream waits for its event. */
+  if (device && dev_type == ARROW_CUDA_DEVICE &&
+      bridge_cuda_wait_event((int)dev_id, ((struct ArrowDeviceArray *)ap)->sync_event,
+                             bridge_cuda_current_stream()) < 0)
+    return NULL;
   arrow_guard_t *g;
   PyObject *guard = new_guard(&g);
   if (guard == NULL) return NULL;

@@ -4,10 +4,11 @@
  * bridge.h). Every function here expects the GIL to be held.
  *
  * Reading order of cdefs/: dlpack.h, arrow_c_data.h (the ABIs), bridge.h (the
- * cffi surface), this file, then memory.c, dtype.c, storage.c, tensor.c,
- * views.c, values.c (the core), dlpack_export.c, dlpack_import.c,
- * exchange_api.c, numpy.c, arrow_export.c, arrow_import.c (one file per
- * protocol), module.c (the modules bridge._C and bridge._drivers) and
+ * cffi surface), this file, then memory.c, dtype.c, storage.c, geometry.c,
+ * tensor.c, views.c, indexing.c, values.c (the core), dlpack_export.c,
+ * dlpack_import.c, exchange_api.c, numpy.c, arrow_export.c, arrow_import.c
+ * (one file per protocol), cuda.c (stream ordering and copies through the
+ * CUDA driver), module.c (the modules bridge._C and bridge._drivers) and
  * drivers.c (test and conformance drivers, apart from production code). */
 
 #ifndef BRIDGE_CORE_H
@@ -71,6 +72,8 @@ typedef struct {
   PyObject *device;    /* cached bridge.device, created on first use */
   PyObject *filename;  /* str for mapped files, else NULL */
   PyObject *weakreflist;
+  uintptr_t stream;    /* device memory: the CUDA stream its last work was ordered on
+                          (DLPack's integers; 0: nothing to wait for) */
 } StorageObject;
 
 extern PyTypeObject BridgeStorage_Type;
@@ -234,6 +237,13 @@ int bridge_arrow_import_init(PyObject *mod);
 int bridge_numpy_init(PyObject *mod);
 int bridge_values_init(PyObject *mod);
 int bridge_drivers_init(PyObject *mod);
+int bridge_cuda_init(PyObject *mod);
+
+/* CUDA (cuda.c; BufferError without a driver). Streams are DLPack's integers. */
+uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 by default) */
+int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
+int bridge_cuda_synchronize(int dev, uintptr_t stream);
+int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
 
 /* Methods the protocol files add to TensorBase (assembled in tensor.c). */
 extern PyMethodDef bridge_view_methods[], bridge_value_methods[], bridge_dlpack_methods[],

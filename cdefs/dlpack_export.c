@@ -193,6 +193,8 @@ static PyObject *tensor_dlpack(TensorObject *t, PyObject *const *args, Py_ssize_
     return PyErr_Format(PyExc_TypeError, "__dlpack__() takes only keyword arguments (%zd given)", nargs);
   PyObject *max_version = Py_None;
   int plain = 1;
+  int cuda = t->storage->dev_type == kDLCUDA;
+  long long consumer = 1; /* stream None: the legacy default stream */
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[i];
@@ -202,12 +204,25 @@ static PyObject *tensor_dlpack(TensorObject *t, PyObject *const *args, Py_ssize_
       max_version = v;
     else if (which == KW_COPY)
       plain &= v == Py_None || v == Py_False;
-    else
+    else if (which == KW_STREAM && cuda && PyLong_CheckExact(v)) {
+      /* a CUDA consumer's stream: -1 (no sync) or a handle; 0 and the rest
+       * go to the policy, which explains them */
+      int overflow;
+      consumer = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow || consumer == 0 || consumer < -1) {
+        PyErr_Clear();
+        plain = 0;
+      }
+    } else
       plain &= v == Py_None; /* stream, dl_device */
   }
   int versioned = wants_versioned(max_version);
-  if (plain && versioned >= 0)
+  if (plain && versioned >= 0) {
+    if (cuda && consumer != -1 &&
+        bridge_cuda_order(t->storage->dev_id, t->storage->stream, (uintptr_t)consumer) < 0)
+      return NULL;
     return bridge_dlpack_wrap(bridge_dlpack_build(t, 0, versioned), versioned);
+  }
   PyObject *policy = bridge_callback_get(CB_DLPACK_EXPORT);
   if (policy == NULL) return NULL;
   PyObject *stack[5];

@@ -162,6 +162,9 @@ PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
   StorageObject *storage = bridge_storage_new_import((char *)p.start, p.nbytes, p.dev_type, p.dev_id,
                                                      managed, versioned, p.readonly);
   if (storage == NULL) return NULL;
+  /* The producer ordered its work before the consumer's stream (it was passed
+   * to __dlpack__, or the exchange-API import waited for the producer). */
+  if (p.dev_type == kDLCUDA) storage->stream = bridge_cuda_current_stream();
   PyObject *out = bridge_tensor_new(storage, p.dtype, p.ndim, p.shape, p.strides, p.offset, GEOM_IMPORT);
   Py_DECREF(storage); /* on failure this releases the import */
   return out;
@@ -326,6 +329,20 @@ static void exchange_error_to_buffer_error(PyObject *exc) {
   bridge_restore_error(mine);
 }
 
+/* The consumer's stream waits for the work the producer enqueued on its
+ * current stream (NULL there is the legacy default stream, DLPack's 1). */
+static int order_exchange(DLPackExchangeAPI *api, DLManagedTensorVersioned *m) {
+  DLDevice d = m->dl_tensor.device;
+  if (d.device_type != kDLCUDA || api->current_work_stream == NULL) return 0;
+  void *ps = NULL;
+  if (api->current_work_stream(d.device_type, d.device_id, &ps) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_BufferError, "the producer's current_work_stream failed");
+    return -1;
+  }
+  return bridge_cuda_order(d.device_id, ps ? (uintptr_t)ps : 1, bridge_cuda_current_stream());
+}
+
 /* Import through a type's exchange API. Returns the tensor; NULL with an
  * exception; or NULL with no exception when the API failed and the caller
  * should ask __dlpack__ (which applies the producer's own rules). */
@@ -338,7 +355,10 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
     /* The producer's rules, with the dtype known: a refusal releases it. */
-    if (refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0) {
+    /* The producer's rules, with the dtype known; then, for CUDA, the
+     * consumer's stream waits for the producer's (the API does no sync).
+     * A refusal or failure releases the tensor. */
+    if (refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0 || order_exchange(api, m) < 0) {
       PyObject *exc = bridge_fetch_error();
       if (m->deleter) m->deleter(m);
       bridge_restore_error(exc);
@@ -362,12 +382,44 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
   return NULL;
 }
 
+static PyObject *kw_max_version_stream; /* ("max_version", "stream") */
+static PyObject *str_dlpack_device;
+
+/* 1 when x.__dlpack_device__() names CUDA, 0 otherwise (or when x has none:
+ * __dlpack__ then says what is wrong), -1 on error. */
+static int producer_on_cuda(PyObject *x) {
+  PyObject *d = PyObject_CallMethodNoArgs(x, str_dlpack_device);
+  if (d == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  int cuda = 0;
+  if (PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 2) {
+    long type = PyLong_AsLong(PyTuple_GET_ITEM(d, 0));
+    if (type == -1 && PyErr_Occurred()) PyErr_Clear();
+    cuda = type == kDLCUDA;
+  }
+  Py_DECREF(d);
+  return cuda;
+}
+
 /* __dlpack__(max_version=(1, 3)), retried without keywords on TypeError
  * (producers older than the 2023 signature). */
 static PyObject *ask_dlpack(PyObject *x) {
-  PyObject *callargs[2] = {x, bridge_max_version_value};
-  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs,
-                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, bridge_kw_max_version);
+  /* A CUDA producer is passed the consumer's stream (the spec's rule: ask
+   * __dlpack_device__ first); NumPy arrays are always on the host. */
+  int cuda = 0;
+  if (strcmp(Py_TYPE(x)->tp_name, "numpy.ndarray") != 0) {
+    cuda = producer_on_cuda(x);
+    if (cuda < 0) return NULL;
+  }
+  PyObject *stream = cuda ? PyLong_FromUnsignedLongLong(bridge_cuda_current_stream()) : NULL;
+  if (cuda && stream == NULL) return NULL;
+  PyObject *callargs[3] = {x, bridge_max_version_value, stream};
+  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            cuda ? kw_max_version_stream : bridge_kw_max_version);
+  Py_XDECREF(stream);
   if (cap == NULL) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, bridge_str_dlpack)) {
       PyErr_Clear();
@@ -475,7 +527,9 @@ int bridge_dlpack_import_init(PyObject *mod) {
       !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
       !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
       !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
-      !(str_requires_grad = PyUnicode_InternFromString("requires_grad")))
+      !(str_requires_grad = PyUnicode_InternFromString("requires_grad")) ||
+      !(str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__")) ||
+      !(kw_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream")))
     return -1;
   return PyModule_AddFunctions(mod, import_functions);
 }

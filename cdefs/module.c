@@ -128,6 +128,7 @@ static int init_modules(void) {
            bridge_tensor_init(core) < 0 || bridge_values_init(core) < 0 ||
            bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||
+           bridge_cuda_init(core) < 0 ||
            bridge_arrow_export_init(core) < 0 || bridge_arrow_import_init(core) < 0 ||
            bridge_drivers_init(drivers) < 0 || PyDict_SetItemString(modules, "bridge._C", core) < 0 ||
            PyDict_SetItemString(modules, "bridge._drivers", drivers) < 0

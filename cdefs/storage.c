@@ -293,6 +293,19 @@ static PyMethodDef storage_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *storage_get_stream(StorageObject *s, void *c) {
+  (void)c;
+  return PyLong_FromUnsignedLongLong(s->stream);
+}
+
+static int storage_set_stream(StorageObject *s, PyObject *v, void *c) {
+  (void)c;
+  unsigned long long x = v ? PyLong_AsUnsignedLongLong(v) : 0;
+  if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  s->stream = (uintptr_t)x;
+  return 0;
+}
+
 static PyGetSetDef storage_getset[] = {
     {"device", (getter)storage_get_device, NULL, "The device holding the memory.", NULL},
     {"owner", (getter)storage_get_owner, NULL,
@@ -306,6 +319,9 @@ static PyGetSetDef storage_getset[] = {
      NULL},
     {"_host_accessible", (getter)storage_get_host, NULL,
      "Whether the host can read and write the memory.", NULL},
+    {"_stream", (getter)storage_get_stream, (setter)storage_set_stream,
+     "Device memory: the CUDA stream its last work was ordered on (DLPack's integers; 0: "
+     "nothing to wait for).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -390,6 +390,9 @@ static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t
                         data, n);
   StorageObject *s = bridge_storage_new((char *)(uintptr_t)start, nbytes, dev_type, dev_id, args[4], readonly);
   if (s == NULL) return NULL;
+  /* Device memory handed over is ready on the consumer's stream (the caller
+   * sets another when the producer names one). */
+  if (dev_type == kDLCUDA) s->stream = bridge_cuda_current_stream();
   PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, -lo, GEOM_USER);
   Py_DECREF(s);
   return out;

@@ -332,8 +332,19 @@ def test_cuda_dlpack_export_of_imported_memory():
     assert back.device == bridge.device("cuda:0") and back.data_ptr() == 0xDEAD0000
     with pytest.raises(ValueError, match="stream 0"):
         t.__dlpack__(stream=0)
-    with pytest.raises(BufferError, match="device"):
-        t.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+    # A copy to the host goes through the CUDA copy engine: without a driver
+    # it is refused as data that cannot be exported, never read on the host.
+    if bridge.core.native._C.cuda_pointer_device(0xDEAD0000) == -1 and not _has_cuda_driver():
+        with pytest.raises(BufferError, match="CUDA driver"):
+            t.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False)
+
+
+def _has_cuda_driver() -> bool:
+    import ctypes.util
+
+    return ctypes.util.find_library("cuda") is not None
 
 
 def test_cpu_tensor_has_no_cuda_interface():
@@ -434,3 +445,70 @@ def test_size_one_dims_with_strides_that_overflow_in_bytes():
     assert np.asarray(t).tolist() == [0] and np.asarray(t).strides == (0,)
     assert memoryview(t).strides == (0,) and t.__array_interface__["data"][0] == t.data_ptr()
     assert t.clone().tolist() == [0]
+
+
+# ------------------------------------------- CUDA streams (no GPU needed)
+
+
+def test_cuda_stream_context_sets_this_threads_consumer_stream():
+    import threading
+
+    assert bridge.current_cuda_stream() == 1  # the legacy default stream
+    seen = []
+    with bridge.cuda_stream(12345) as h:
+        assert h == 12345 and bridge.current_cuda_stream() == 12345
+        th = threading.Thread(target=lambda: seen.append(bridge.current_cuda_stream()))
+        th.start()
+        th.join()
+        with bridge.cuda_stream(2):
+            assert bridge.current_cuda_stream() == 2
+        assert bridge.current_cuda_stream() == 12345
+    assert bridge.current_cuda_stream() == 1 and seen == [1]  # per thread
+
+
+class _TorchLikeStream:
+    cuda_stream = 0  # torch's default stream: the legacy default stream
+
+
+class _CupyLikeStream:
+    ptr = 777
+
+
+@pytest.mark.parametrize("bad, exc", [("1", TypeError), (None, TypeError), (True, TypeError),
+                                      (0, ValueError), (-1, ValueError)])  # fmt: skip
+def test_cuda_stream_refuses_what_is_not_a_stream(bad, exc):
+    with pytest.raises(exc, match="stream"):
+        with bridge.cuda_stream(bad):
+            pass
+    assert bridge.current_cuda_stream() == 1
+
+
+def test_cuda_stream_takes_torch_and_cupy_streams():
+    with bridge.cuda_stream(_TorchLikeStream()) as h:
+        assert h == 1
+    with bridge.cuda_stream(_CupyLikeStream()) as h:
+        assert h == 777
+
+
+def test_cuda_imports_record_the_stream_their_work_is_ordered_on():
+    with bridge.cuda_stream(4242):
+        t = bridge.from_cuda_array_interface(FakeCuda(stream=None), device_id=0)
+    assert t.untyped_storage()._stream == 0  # the producer said: nothing pending
+    assert t.__cuda_array_interface__["stream"] is None
+    t = bridge.from_cuda_array_interface(FakeCuda(stream=99), device_id=0)
+    assert t.untyped_storage()._stream == 99 and t.__cuda_array_interface__["stream"] == 99
+    with bridge.cuda_stream(4242):
+        back = bridge.from_dlpack(t.__dlpack__(max_version=(1, 3), stream=-1))
+    assert back.untyped_storage()._stream == 4242
+
+
+def test_cuda_export_orders_streams_only_when_they_differ():
+    t = bridge.from_cuda_array_interface(FakeCuda(stream=1), device_id=0)
+    for kwargs in ({}, {"stream": 1}, {"stream": -1}, {"stream": None}):
+        assert t.__dlpack__(max_version=(1, 3), **kwargs) is not None  # nothing to wait for
+    pending = bridge.from_cuda_array_interface(FakeCuda(stream=99), device_id=0)
+    assert pending.__dlpack__(max_version=(1, 3), stream=-1) is not None  # the consumer opted out
+    if not _has_cuda_driver():
+        for kwargs in ({}, {"stream": 5}):
+            with pytest.raises(BufferError, match="CUDA driver"):
+                pending.__dlpack__(max_version=(1, 3), **kwargs)

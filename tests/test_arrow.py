@@ -19,6 +19,7 @@ their own bugs) is asserted as observed with the installed versions (pyarrow
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import gc
 import itertools
 import json
@@ -1642,15 +1643,21 @@ def test_every_permutation_round_trips_through_capsules():
 
 def test_cuda_tensor_exports_a_device_array_without_touching_memory():
     """A CUDA tensor (fake device pointer, never dereferenced) exports an
-    ArrowDeviceArray with device type 2; its host-only exports refuse."""
+    ArrowDeviceArray with device type 2; its host-only exports refuse. With
+    work pending on a stream, the export waits for it (the CUDA driver), so
+    that no sync event is needed."""
 
     class FakeCuda:
-        def __init__(self):
+        def __init__(self, stream=None):
             self.__cuda_array_interface__ = {
                 "shape": (4,), "typestr": "<f4", "data": (0xDEAD0000, False), "version": 3,
-                "strides": None, "stream": 1,
+                "strides": None, "stream": stream,
             }  # fmt: skip
 
+    if ctypes.util.find_library("cuda") is None:
+        pending = bridge.from_cuda_array_interface(FakeCuda(stream=1), device_id=1)
+        with pytest.raises(BufferError, match="CUDA driver"):
+            pending.__arrow_c_device_array__()
     t = bridge.from_cuda_array_interface(FakeCuda(), device_id=1)
     schema, dev = t.__arrow_c_device_array__()
     d = c_struct(dev, b"arrow_device_array")

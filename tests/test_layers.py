@@ -2,72 +2,19 @@
 module, interop protocol modules do not import each other, and nothing but
 the kit (and the top-level shims that re-export it) imports the kit.
 
-Every ``import``/``from ... import`` anywhere in a module counts, including
-those inside functions and ``if TYPE_CHECKING:`` blocks: a lazy import is
-still a dependency.
+The graph is read by ``tests/layers_graph.py`` (shared with the architecture
+page's test): every ``import``/``from ... import`` anywhere in a module
+counts, including those inside functions and ``if TYPE_CHECKING:`` blocks: a
+lazy import is still a dependency.
 """
 
 from __future__ import annotations
 
-import ast
-import pathlib
 import subprocess
 import sys
 
 import pytest
-
-import bridge
-
-PKG = pathlib.Path(bridge.__file__).parent
-# The native extension's modules belong to the core.
-NATIVE = {"bridge._native", "bridge._C", "bridge._drivers"}
-# Top-level modules that only re-export a layer under its public path.
-SHIMS = {"bridge", "bridge.arrow", "bridge.dlpack", "bridge.matrix", "bridge.conformance",
-         "bridge.pytest_plugin", "bridge.__main__"}  # fmt: skip
-PROTOCOLS = {"dlpack", "numpy", "cuda", "arrow"}
-
-
-def module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(path: pathlib.Path) -> set[str]:
-    """Every bridge module ``path`` imports (``from a import b`` counts as
-    ``a.b`` when that is a module, else ``a``)."""
-    name = module_name(path)
-    is_pkg = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".")[: len(name.split(".")) - node.level + (1 if is_pkg else 0)]
-                base = ".".join(anchor + ([base] if base else []))
-            for a in node.names:
-                sub = f"{base}.{a.name}"
-                found.add(sub if sub in ALL or sub in NATIVE else base)
-    return {m for m in found if m == "bridge" or m.startswith("bridge.")}
-
-
-ALL = {module_name(p) for p in PKG.rglob("*.py")}
-EDGES = {module_name(p): imports_of(p) for p in PKG.rglob("*.py")}
-
-
-def layer(mod: str) -> str:
-    if mod in NATIVE or mod.startswith("bridge.core"):
-        return "core"
-    if mod == "bridge.interop":
-        return "interop"
-    if mod.startswith("bridge.interop."):
-        return "interop." + mod.split(".")[2]
-    if mod.startswith("bridge.kit"):
-        return "kit"
-    return "top"
+from layers_graph import ALL, EDGES, PROTOCOLS, SHIMS, layer
 
 
 def test_the_layers_exist_as_folders() -> None:

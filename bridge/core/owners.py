@@ -11,8 +11,11 @@ outlives a later ``resize_()``. The owner kinds are:
   holding the buffer export, so the exporter cannot resize under it;
 - :class:`FileMapping` (``from_file``) and :class:`SharedMemoryBlock`
   (``share_memory_``), below;
-- an imported DLPack or Arrow guard (made in C), whose destructor calls the
-  producer's deleter or release exactly once;
+- for a DLPack import, none: the storage owns the producer's managed tensor
+  itself and its destructor calls the deleter exactly once (``owner`` is
+  then the storage);
+- an imported Arrow guard (made in C), whose destructor calls the producer's
+  release exactly once;
 - a foreign object described by an interface (a NumPy array, a pyarrow
   Buffer, the object behind ``__cuda_array_interface__``).
 """

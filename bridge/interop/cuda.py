@@ -11,7 +11,9 @@ device through CuPy.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from bridge.core import tensor as _tensor_mod
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor
 
-__all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner"]
+__all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "cuda_stream", "current_cuda_stream"]
 
 
 class CudaArrayInterfaceOwner:
@@ -48,14 +50,13 @@ def _typestr(dt: _dtypes.dtype) -> str:
 def _cuda_array_interface(t: Tensor) -> dict[str, Any]:
     """The CUDA array interface, version 3: ``shape``, ``typestr``, ``descr``,
     ``data`` as ``(address, read_only)``, ``strides`` in bytes (None when
-    C-contiguous) and ``stream``: the stream the producer of this memory
-    ordered its work on (None when no synchronisation is needed; 1, the legacy
-    default stream, for memory that came through DLPack, whose producer
-    synchronised with it). Device memory is never touched."""
+    C-contiguous) and ``stream``: the stream the memory's last work was
+    ordered on, which the consumer waits for (None when nothing is pending;
+    for memory that came through DLPack, the consumer stream bridge passed
+    its producer, 1 by default). Device memory is never touched."""
     t._check_bounds(BufferError)
     typestr = _typestr(t.dtype)
-    owner = t.untyped_storage().owner
-    stream = owner.stream if isinstance(owner, CudaArrayInterfaceOwner) else 1
+    stream = t.untyped_storage()._stream or None
     isz = t.itemsize
     return {
         "version": 3,
@@ -106,9 +107,51 @@ def from_cuda_array_interface(obj: Any, *, device_id: int | None = None) -> Tens
     ptr = int(ptr or 0)
     if ptr == 0 and S.prod(shape):
         raise ValueError("__cuda_array_interface__ has a NULL pointer for a non-empty array")
-    dev_id = _current_cuda_device() if device_id is None else device_id
+    if device_id is None:  # the pointer's own device, not the current one
+        device_id = _C.cuda_pointer_device(ptr) if ptr else -1
+        if device_id < 0:
+            device_id = _current_cuda_device()
     out: Tensor = _C.from_memory(ptr, dt, shape, tuple(int(st) for st in byte_strides),
-                                 CudaArrayInterfaceOwner(obj, stream), bool(readonly), (2, dev_id))  # fmt: skip
+                                 CudaArrayInterfaceOwner(obj, stream), bool(readonly), (2, device_id))  # fmt: skip
+    # The producer's stream (None: nothing pending) is what later consumers wait for.
+    out.untyped_storage()._stream = 0 if stream is None else int(stream)
+    return out
+
+
+def _stream_handle(stream: Any) -> int:
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        handle = stream
+    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        handle = int(stream.cuda_stream) or 1  # torch's default stream is 0: the legacy default
+    elif hasattr(stream, "ptr"):  # cupy.cuda.Stream
+        handle = int(stream.ptr) or 1
+    else:
+        raise TypeError(f"expected a CUDA stream (an int handle, a torch or CuPy stream), got {type(stream).__name__}")
+    if handle <= 0:
+        raise ValueError(f"invalid CUDA stream {handle}: 1 is the legacy default stream, 2 the per-thread one")
+    return handle
+
+
+@contextlib.contextmanager
+def cuda_stream(stream: Any) -> Iterator[int]:
+    """Within the block, this thread's CUDA imports are ordered on ``stream``
+    (an int handle as DLPack numbers them, a ``torch.cuda.Stream`` or a
+    ``cupy.cuda.Stream``): ``from_dlpack`` passes it to producers, waits on it
+    for exchange-API and Arrow producers, and records it as the stream the
+    imported memory is ready on. Outside any block the stream is 1, the
+    legacy default stream. Yields the handle. TypeError/ValueError for
+    something that is not a stream."""
+    handle = _stream_handle(stream)
+    previous = _C.cuda_set_stream(handle)
+    try:
+        yield handle
+    finally:
+        _C.cuda_set_stream(previous)
+
+
+def current_cuda_stream() -> int:
+    """This thread's CUDA consumer stream (see :func:`cuda_stream`): 1 unless set."""
+    out: int = _C.cuda_current_stream()
     return out
 
 

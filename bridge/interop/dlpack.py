@@ -10,8 +10,12 @@ holding the storage's owner; the deleter and capsule destructor are C.
 
 Import: :func:`from_dlpack` is C (``cdefs/dlpack_import.c``): it consumes a
 capsule (or asks an object for one, or uses its type's C exchange API),
-renames it ``used_*`` and wraps the managed tensor in a guard whose destructor
-calls the producer's deleter exactly once, when the last bridge view lets go.
+renames it ``used_*`` and hands the managed tensor to a new storage, which owns
+it and calls the producer's deleter exactly once, when the last view lets go.
+For a CUDA producer it passes the thread's consumer stream
+(:func:`bridge.cuda_stream`, 1 by default) so the producer orders its work
+before it; an export to stream S makes S wait for the stream the memory's work
+was last ordered on.
 Its ``device=``/``copy=`` policy is :func:`_from_dlpack_policy` here.
 """
 
@@ -35,7 +39,7 @@ FLAG_IS_SUBBYTE_TYPE_PADDED = 4
 CapsuleType = types.CapsuleType if hasattr(types, "CapsuleType") else type(_C.exchange_api)
 
 
-def _check_stream(t: Tensor, stream: Any) -> None:
+def _check_stream(dev: device, stream: Any) -> None:
     """The array API's stream argument. Host memory has no streams: None and
     -1 (no synchronisation) are accepted. A stream that is not an int is a
     TypeError; an int the device cannot take is a ValueError (BufferError is
@@ -45,7 +49,6 @@ def _check_stream(t: Tensor, stream: Any) -> None:
         return
     if not isinstance(stream, int) or isinstance(stream, bool):
         raise TypeError(f"stream must be an int or None, got {type(stream).__name__}")
-    dev = t.device
     if dev.is_host_accessible and dev.type != "cuda_managed":
         if stream != -1:
             raise ValueError(f"stream must be None or -1 for a {dev} tensor, got {stream}")
@@ -76,8 +79,9 @@ def to_dlpack(
     """
     t = tensor
     t._check_bounds(BufferError)
-    if stream is not None:
-        _check_stream(t, stream)
+    want = t.__dlpack_device__() if dl_device is None else _as_dl_device(dl_device)
+    if stream is not None:  # the consumer's stream, on the device it asks for
+        _check_stream(device.from_dlpack(*want), stream)
     versioned = False
     if max_version is not None:
         try:
@@ -85,19 +89,36 @@ def to_dlpack(
         except (TypeError, IndexError):
             raise TypeError(f"max_version must be a (major, minor) tuple, got {max_version!r}") from None
     flags = 0
-    if dl_device is not None:
-        want = _as_dl_device(dl_device)
-        if want != t.__dlpack_device__():
-            raise BufferError(
-                f"cannot export a {t.device} tensor to DLPack device {want}: bridge copies "
-                "only within host memory"
-            )
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be True, False or None, got {copy!r}")
-    if copy:
-        t = t.clone(memory_format=contiguous_format)
+    if want != t.__dlpack_device__():
+        if copy is False:
+            raise BufferError(f"exporting a {t.device} tensor to DLPack device {want} needs a copy, "
+                              "and copy=False forbids it")  # fmt: skip
+        t, flags = transfer(t, want), FLAG_IS_COPIED
+    if copy and not flags:
+        t = transfer(t, t.__dlpack_device__()) if t.is_cuda else t.clone(memory_format=contiguous_format)
         flags = FLAG_IS_COPIED
+    if t.is_cuda and stream != -1:
+        # The consumer's stream waits for the memory's (None: the legacy default stream).
+        _C.cuda_wait(t, 1 if stream is None else stream)
     return _C.dlpack_export(t, flags, versioned)
+
+
+def transfer(t: Tensor, dl_device: tuple[int, int]) -> Tensor:
+    """A copy of ``t`` on ``dl_device`` (CPU or CUDA), made by the CUDA copy
+    engine when device memory is involved (the view's byte span, its strides
+    kept); BufferError for devices bridge cannot copy between."""
+    kind = dl_device[0]
+    if not (t.is_cuda or kind == 2) or kind not in (1, 2, 3):
+        raise BufferError(
+            f"cannot copy a {t.device} tensor to DLPack device {dl_device}: bridge copies within "
+            "host memory and between host and CUDA memory"
+        )
+    if kind == 3:  # CUDA host memory is host memory to the copy
+        dl_device = (1, 0)
+    out: Tensor = _C.cuda_transfer(t, *dl_device)
+    return out
 
 
 def _as_dl_device(dl_device: Any) -> tuple[int, int]:
@@ -121,12 +142,24 @@ def _to_device(spec: Any) -> device:
     return device(spec)
 
 
+def _producer_device(x: Any) -> tuple[int, int]:
+    try:
+        dev_type, dev_id = x.__dlpack_device__()
+        return int(dev_type), int(dev_id)
+    except Exception:  # no usable __dlpack_device__: not a device producer
+        return (1, 0)
+
+
 def _from_dlpack_policy(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
     """``from_dlpack`` with ``device=``/``copy=``, and of bridge's own tensors (the
     C function handles the plain call): see :func:`bridge.from_dlpack`."""
     if isinstance(x, Tensor):
         if device is not None and _to_device(device) != x.device:
-            raise BufferError(f"cannot move a {x.device} tensor to {device!r}")
+            if copy is False:
+                raise ValueError(f"from_dlpack(copy=False): moving a {x.device} tensor to {device!r} needs a copy")
+            return transfer(x, _as_dl_device(_to_device(device)))
+        if copy and x.is_cuda:
+            return transfer(x, x.__dlpack_device__())
         if copy:
             return x.clone(memory_format=contiguous_format)
         return x[...]
@@ -161,6 +194,9 @@ def _from_dlpack_policy(x: Any, /, *, device: Any = None, copy: bool | None = No
             kwargs.pop("copy")
             method(**kwargs)
             raise ValueError(f"from_dlpack(copy=False): the producer needs a copy: {e}") from e
+        if want_dev is not None and (want_dev[0] == 2 or _producer_device(x)[0] == 2):
+            # The producer cannot reach the device: bridge copies (the copy engine).
+            return transfer(_from_dlpack_policy(x), want_dev)
         raise
     flags = _C.dlpack_flags(capsule) if type(capsule) is CapsuleType else 0
     out = _C.dlpack_import(capsule)

@@ -10,6 +10,7 @@ import gc
 import pytest
 
 import bridge
+from bridge.core.native import _C
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines
@@ -82,3 +83,123 @@ def test_cuda_copies_go_through_cupy():
     host = bridge.zeros(4, 3)
     host.copy_(t)
     assert host.tolist() == c.T.tolist()
+
+
+# ------------------------------------------------ zero-copy with every peer
+
+
+def versioned_and_legacy(x):
+    """The two capsule kinds of one producer."""
+    return [x.__dlpack__(max_version=(1, 3)), x.__dlpack__()]
+
+
+def test_torch_both_capsule_kinds_and_the_exchange_api():
+    x = torch.arange(24, dtype=torch.float32, device="cuda").reshape(2, 3, 4).permute(2, 0, 1)
+    for cap in versioned_and_legacy(x):
+        t = bridge.from_dlpack(cap)
+        assert t.data_ptr() == x.data_ptr() and t.stride() == x.stride() and t.shape == x.shape
+    t = bridge.from_dlpack(x)  # torch's C exchange API
+    assert t.data_ptr() == x.data_ptr() and t.device == bridge.device("cuda", x.device.index)
+    y = torch.from_dlpack(t)
+    assert y.data_ptr() == x.data_ptr() and torch.equal(y, x)
+
+
+def test_cupy_both_ways_through_dlpack():
+    c = cupy.arange(12, dtype=cupy.int64).reshape(3, 4)[:, 1:]
+    for cap in versioned_and_legacy(c):
+        t = bridge.from_dlpack(cap)
+        assert t.data_ptr() == c.data.ptr and t.stride() == (4, 1)
+    t = bridge.from_dlpack(c)
+    back = cupy.from_dlpack(t)
+    assert back.data.ptr == c.data.ptr and back.tolist() == c.tolist()
+    back[0, 0] = -1
+    assert int(c[0, 0]) == -1
+
+
+def test_jax_gpu_both_ways_through_dlpack():
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    assert gpus, f"jax has no GPU backend here: {jax.devices()}"
+    import jax.numpy as jnp
+
+    a = jax.device_put(jnp.arange(10, dtype=jnp.float32), gpus[0])
+    t = bridge.from_dlpack(a)
+    assert t.is_cuda and t.data_ptr() == a.unsafe_buffer_pointer()
+    x = torch.from_dlpack(bridge.from_dlpack(a))
+    assert x.tolist() == list(range(10))
+    src = bridge.from_dlpack(torch.arange(6, dtype=torch.float32, device="cuda"))
+    j = jax.dlpack.from_dlpack(src)
+    assert j.unsafe_buffer_pointer() == src.data_ptr() and j.tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_cuda_array_interface_takes_the_pointer_device_not_the_current_one():
+    x = torch.arange(4, device="cuda")
+    assert _C.cuda_pointer_device(x.data_ptr()) == x.device.index
+    assert _C.cuda_pointer_device(bridge.zeros(4).data_ptr()) == -1  # host memory: unknown
+    t = bridge.from_cuda_array_interface(x)
+    assert t.device == bridge.device("cuda", x.device.index)
+    assert t.__dlpack_device__() == (2, x.device.index)
+
+
+def test_arrow_device_array_round_trip_is_zero_copy():
+    c = cupy.arange(8, dtype=cupy.float32)
+    t = bridge.asarray(c)
+    schema, arr = t.__arrow_c_device_array__()
+    back = bridge.from_arrow((schema, arr))
+    assert back.is_cuda and back.data_ptr() == c.data.ptr
+    assert torch.from_dlpack(back).tolist() == c.tolist()
+
+
+def test_producer_memory_outlives_every_consumer_and_counters_balance():
+    gc.collect()
+    before = _C.stats()
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    ptr = x.data_ptr()
+    t = bridge.from_dlpack(x)
+    c = cupy.from_dlpack(t)
+    y = torch.from_dlpack(t)
+    del x, t
+    gc.collect()
+    torch.cuda.empty_cache()  # would return the block to the driver if it were free
+    z = torch.zeros(1000, device="cuda")  # would reuse a freed block
+    assert c.data.ptr == ptr and float(c[999]) == 999.0 and y[5].item() == 5.0
+    del c, y, z
+    gc.collect()
+    after = _C.stats()
+    for a, b in (("imports", "import_releases"), ("exports", "export_deleters")):
+        assert after[a] - before[a] == after[b] - before[b], (a, before, after)
+
+
+# --------------------------------------------------- copies: the copy engine
+
+
+def test_copy_true_and_dl_device_to_host():
+    import numpy as np
+
+    x = torch.arange(20, dtype=torch.float32, device="cuda").reshape(4, 5)[:, ::2]
+    t = bridge.from_dlpack(x)
+    h = np.from_dlpack(t, device="cpu")  # NumPy asks dl_device=(1, 0): bridge copies
+    assert h.tolist() == x.cpu().tolist()
+    cap = t.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=True)
+    host = bridge.from_dlpack(cap)
+    assert host.device == bridge.device("cpu") and host.tolist() == x.cpu().tolist()
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False)
+    same = bridge.from_dlpack(t.__dlpack__(max_version=(1, 3), copy=True))
+    assert same.is_cuda and same.data_ptr() != t.data_ptr()
+    assert torch.from_dlpack(same).tolist() == x.tolist()
+
+
+def test_host_to_device_through_from_dlpack_device():
+    import numpy as np
+
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    t = bridge.from_dlpack(a, device="cuda")  # NumPy cannot: bridge copies to the GPU
+    assert t.is_cuda and torch.from_dlpack(t).cpu().numpy().tolist() == a.tolist()
+    back = bridge.from_dlpack(t, device="cpu")
+    assert back.tolist() == a.tolist() and not back.is_cuda
+    with pytest.raises(ValueError, match="copy=False"):
+        bridge.from_dlpack(t, device="cpu", copy=False)
