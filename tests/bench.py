@@ -377,6 +377,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"+{r['rss_growth_bytes'] // 1024} KiB  {r['status']} (<= 1.10x, < 1 MiB)")  # fmt: skip
             results.append({"name": "size: " + r["name"], **r})
 
+    if not args.k or "process" in args.k:
+        from bench_processes import process_rows
+
+        print("\nacross processes and machines (best of the trips; NumPy's and torch's own routes)")
+        for r in process_rows(args.repeat):
+            results.append(r)
+            print_row(r, first=False)
+
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=2)

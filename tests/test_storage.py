@@ -6,6 +6,7 @@ import array
 import gc
 import mmap
 import os
+import stat
 import subprocess
 import sys
 import weakref
@@ -244,28 +245,30 @@ class TestSharedMemory:
         assert not s.resizable()
 
     @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="POSIX shm is not under /dev/shm here")
-    def test_block_is_mode_0600_and_unlinked_when_released(self):
+    def test_block_has_no_name_and_closes_when_released(self):
+        before = set(os.listdir("/dev/shm"))
         s = UntypedStorage(32).share_memory_()
-        name = s.owner.name
-        path = "/dev/shm" + name
-        assert os.path.exists(path)
-        assert os.stat(path).st_mode & 0o777 == 0o600
+        fd = s.owner.fd
+        assert set(os.listdir("/dev/shm")) == before  # nameless: nothing that could leak
+        assert stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size >= 32
         view = bridge.tensor([0], dtype=bridge.uint8).set_(s).numpy()
         del s
         gc.collect()
-        assert os.path.exists(path)  # a NumPy view still holds the block
+        os.fstat(fd)  # a NumPy view still holds the block (and its descriptor)
         del view
         gc.collect()
-        assert not os.path.exists(path)
+        with pytest.raises(OSError):
+            os.fstat(fd)
 
     def test_another_process_sees_writes(self):
         s = UntypedStorage(8).fill_(0).share_memory_()
         code = (
-            "import mmap, sys, _posixshmem, os\n"
-            "fd = _posixshmem.shm_open(sys.argv[1], os.O_RDWR, mode=0o600)\n"
+            "import mmap, sys, os\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR)\n"
             "m = mmap.mmap(fd, 8); m[0] = 42; m.close(); os.close(fd)\n"
         )
-        subprocess.run([sys.executable, "-c", code, s.owner.name], check=True)
+        path = f"/proc/{os.getpid()}/fd/{s.owner.fd}"
+        subprocess.run([sys.executable, "-c", code, path], check=True)
         assert s[0] == 42
 
     def test_foreign_storage_refuses_to_move(self):

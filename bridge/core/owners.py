@@ -22,6 +22,7 @@ outlives a later ``resize_()``. The owner kinds are:
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import secrets
@@ -55,28 +56,36 @@ class FileMapping:
 
 
 class SharedMemoryBlock:
-    """Owner of a POSIX shared-memory block (mode 0600).
+    """Owner of a block of shared memory that has no name, so nothing can leak.
 
-    The name is unlinked when this object dies, that is when the last storage
-    or view of the block lets go (or at interpreter exit); the mapping itself
-    lives as long as any view does.
+    On Linux the block is a ``memfd`` (anonymous shared memory); elsewhere a
+    POSIX shared-memory object unlinked as soon as it is opened. Either way
+    only the file descriptor, kept open here, reaches the memory: it is what
+    travels to other processes (``multiprocessing`` sends it with
+    ``DupFd``), and when the last process holding it lets go the kernel
+    frees the pages, also after SIGKILL. The pages are reserved at creation
+    (``posix_fallocate``), so a full ``/dev/shm`` or memory limit is an
+    OSError here, never a SIGBUS on a later write.
     """
 
-    __slots__ = ("__weakref__", "mmap", "name", "pin")
+    __slots__ = ("__weakref__", "_close", "fd", "mmap", "nbytes", "pin")
 
-    def __init__(self, nbytes: int) -> None:
-        try:
-            import _posixshmem  # type: ignore[import-not-found]
-        except ImportError:
-            raise RuntimeError("POSIX shared memory is not available on this platform") from None
-        self.name = "/bridge_" + secrets.token_hex(8)
-        fd = _posixshmem.shm_open(self.name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
-        weakref.finalize(self, _shm_unlink, self.name)
-        try:
-            os.ftruncate(fd, max(nbytes, 1))
-            self.mmap = mmap.mmap(fd, max(nbytes, 1))
-        finally:
-            os.close(fd)
+    def __init__(self, nbytes: int, *, fd: int | None = None) -> None:
+        """A new zero-filled block of ``nbytes`` bytes, or (``fd`` given) the
+        block behind a received descriptor, which this object then owns."""
+        size = max(nbytes, 1)
+        if fd is None:
+            fd = _anonymous_shared_fd()
+            try:
+                os.ftruncate(fd, size)
+                _reserve(fd, size)
+            except BaseException:
+                os.close(fd)
+                raise
+        self.fd = fd
+        self._close = weakref.finalize(self, os.close, fd)
+        self.nbytes = nbytes
+        self.mmap = mmap.mmap(fd, size)
         self.pin = ffi.from_buffer(self.mmap)
 
     @property
@@ -85,10 +94,33 @@ class SharedMemoryBlock:
         return int(ffi.cast("uintptr_t", self.pin))
 
 
-def _shm_unlink(name: str) -> None:
-    import _posixshmem  # type: ignore[import-not-found]
-
+def _anonymous_shared_fd() -> int:
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        return int(memfd("bridge", getattr(os, "MFD_CLOEXEC", 1)))
     try:
-        _posixshmem.shm_unlink(name)
-    except FileNotFoundError:
-        pass
+        import _posixshmem  # type: ignore[import-not-found]
+    except ImportError:
+        raise RuntimeError("shared memory is not available on this platform") from None
+    name = "/bridge_" + secrets.token_hex(8)
+    fd = int(_posixshmem.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600))
+    _posixshmem.shm_unlink(name)  # nameless from here on: nothing can leak
+    return fd
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate the pages now: running out of shared memory is an error here."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        return
+    try:
+        fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            raise OSError(
+                e.errno,
+                f"not enough shared memory for {size} bytes (on Linux: /dev/shm or the memory limit "
+                f"is full): {os.strerror(e.errno)}",
+            ) from None
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system that cannot reserve
+            raise

@@ -13,7 +13,7 @@ import errno
 import mmap
 import operator
 import os
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 
@@ -310,6 +310,20 @@ class UntypedStorage(_C.StorageBase):
         self._adopt(block.address, n, block, shared=True)
         self._host_array()[:] = old
         return self
+
+    # ------------------------------------------------------------ pickling
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        """Pickle support: the bytes by value (out of band at protocol 5)."""
+        from bridge.core import serialize  # serialize builds on this module
+
+        return serialize.reduce_storage(self, operator.index(protocol))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> UntypedStorage:
+        new = memo.get(id(self))
+        if new is None:
+            new = memo[id(self)] = self.clone()
+        return new  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------------- repr
 

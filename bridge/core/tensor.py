@@ -15,11 +15,12 @@ import builtins
 import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 
 from bridge.core import dtypes as _dtypes
+from bridge.core import serialize as _serialize
 from bridge.core import strides as S
 from bridge.core.device import device
 from bridge.core.dtypes import dtype
@@ -548,6 +549,31 @@ class Tensor(_C.TensorBase):
             raise AttributeError("__cuda_array_interface__ is only defined for CUDA tensors")
         out: dict[str, Any] = provider(self)
         return out
+
+    # ------------------------------------- pickling, copies, shared memory
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        """Pickle support (:mod:`bridge.core.serialize`): the storage and the geometry."""
+        return _serialize.reduce_tensor(self)
+
+    def __deepcopy__(self, memo: dict[_Int, Any]) -> Tensor:
+        return _serialize.deepcopy_tensor(self, memo)
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        return _serialize.tokenize_tensor(self)
+
+    def share_memory_(self) -> Tensor:
+        """Move the storage into shared memory in place (``torch.Tensor.share_memory_``):
+        ``multiprocessing`` then sends views of it, not copies. A no-op when
+        already shared and for CUDA tensors; ValueError for memory bridge did
+        not allocate (see ``UntypedStorage.share_memory_``)."""
+        if self.device.is_host_accessible:
+            self.untyped_storage().share_memory_()
+        return self
+
+    def is_shared(self) -> _Bool:
+        """Whether the storage is in shared memory (a shared file mapping counts)."""
+        return self.untyped_storage().is_shared()
 
     def __repr__(self) -> str:
         return format_tensor(self)

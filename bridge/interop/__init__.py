@@ -15,9 +15,9 @@ from bridge.core.factories import tensor
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
-from bridge.interop import arrow, cuda, dlpack, numpy
+from bridge.interop import arrow, cuda, dlpack, numpy, processes
 
-__all__ = ["asarray", "arrow", "cuda", "dlpack", "numpy"]
+__all__ = ["asarray", "arrow", "cuda", "dlpack", "numpy", "processes"]
 
 
 def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:

@@ -1,7 +1,8 @@
 """``python -m bridge`` (also the ``bridge`` console script).
 
 Subcommands: ``tour`` (the default): a short walk through storage sharing,
-views and a NumPy round trip, each claim checked as it is printed.
+views, a NumPy round trip and a tensor crossing into a child process and
+back, each claim checked as it is printed.
 ``check module:expr``: run the DLPack conformance checks on a producer (an
 object, or a zero-argument factory of them) and exit non-zero if a rule failed.
 ``matrix [options]``: the interop matrix over the frameworks installed (see
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -59,9 +62,38 @@ def tour() -> int:
         f"permute(2, 0, 1): strides {perm.stride()}, contiguous() -> "
         f"{perm.contiguous().stride()}"
     )
-    ok = same and dl_ok and points[1, 1].item() == 40.0 and points[2, 2].item() == -1.0
+    mp_ok = _tour_processes(points)
+    ok = same and dl_ok and mp_ok and points[1, 1].item() == 40.0 and points[2, 2].item() == -1.0
     print("\nall checks passed" if ok else "\nA CHECK FAILED")
     return 0 if ok else 1
+
+
+def _tour_child(inbox: Any, outbox: Any) -> None:
+    t = inbox.get(timeout=60)
+    t[0, 1] = 99.0  # seen by the parent: the same memory
+    outbox.put(t[1:])  # a view goes back, still over that memory
+    inbox.get(timeout=60)  # a descriptor is handed over by its sender: stay until it is taken
+
+
+def _tour_processes(points: bridge.Tensor) -> bool:
+    """One tensor into a spawned child process and back, through shared memory."""
+    ctx = multiprocessing.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_tour_child, args=(inbox, outbox))
+    child.start()
+    points.share_memory_()
+    inbox.put(points)
+    back = outbox.get(timeout=60)
+    inbox.put("taken")
+    child.join(60)
+    back[0, 0] = 7.0
+    ok = points[0, 1].item() == 99.0 and points[1, 0].item() == 7.0
+    print(
+        f"multiprocessing: points.share_memory_() went to a spawned child as a file descriptor; "
+        f"its write points[0, 1] = 99 is seen here, and the view it sent back writes into "
+        f"points too: {ok}"
+    )
+    return ok
 
 
 def check(spec: str, consumer: str | None = None, as_json: bool = False, isolate: bool = True) -> int:

@@ -20,6 +20,10 @@ Buffers excepted).
 
 pyarrow-object helpers: :func:`to_buffer`, :func:`to_array`, :func:`to_tensor`,
 :func:`to_fixed_shape_tensor`.
+
+Arrow IPC (files and streams, the route across machines): :func:`write_ipc`
+writes named tensors as the columns of one record batch; :func:`read_ipc` reads
+them back as read-only views of the memory-mapped file (or as copies).
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ from __future__ import annotations
 from bridge.core.native import _C
 from bridge.interop.arrow import imports as _imports  # noqa: F401 (registers from_arrow's general path)
 from bridge.interop.arrow.export import to_array, to_buffer, to_fixed_shape_tensor, to_tensor
+from bridge.interop.arrow.ipc import read_ipc, write_ipc
 from bridge.interop.arrow.types import COLUMN_NAME
 
-__all__ = ["from_arrow", "to_buffer", "to_array", "to_tensor", "to_fixed_shape_tensor", "COLUMN_NAME"]
+__all__ = [
+    "from_arrow", "to_buffer", "to_array", "to_tensor", "to_fixed_shape_tensor", "COLUMN_NAME",
+    "write_ipc", "read_ipc",
+]
 
 from_arrow = _C.from_arrow  # plain primitive pyarrow arrays in C; the rest in .imports

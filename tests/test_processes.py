@@ -1,0 +1,261 @@
+"""Tensors through multiprocessing (bridge.interop.processes): shared storages
+arrive as views of the same memory under fork, spawn and forkserver; others
+by value; nothing named in /dev/shm, so nothing leaks after SIGKILL; file
+descriptors do not run out."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge.interop.processes import SMALL_NBYTES
+
+METHODS = [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()]
+TIMEOUT = 60
+
+
+# ---- child bodies (module level: spawn and forkserver import them)
+
+
+def _write_first(q_in, q_out):
+    t = q_in.get(timeout=TIMEOUT)
+    t[0] = 42.0
+    q_out.put((t.is_shared(), t.tolist()[:2]))
+
+
+def _write_arg(t, q_out):
+    t[1] = 7.0
+    q_out.put(t.is_shared())
+
+
+def _two_views(q_in, q_out):
+    a, b = q_in.get(timeout=TIMEOUT)
+    a[0] = -3.0
+    q_out.put((b[0, 0].item(), a.untyped_storage() is b.untyped_storage()))
+
+
+def _same_storage_twice(q_in, q_out):
+    x = q_in.get(timeout=TIMEOUT)
+    y = q_in.get(timeout=TIMEOUT)
+    q_out.put((x.data_ptr() == y.data_ptr(), x.untyped_storage() is y.untyped_storage()))
+
+
+def _double(t):
+    return t * 2 if hasattr(t, "__mul__") else None
+
+
+def _fill(t):
+    t.fill_(5.0)
+    return t.is_shared()
+
+
+def _send_and_exit(q_in, q_out):
+    q_out.put(bridge.zeros(100).share_memory_())
+
+
+def _count_fds_after(q_in, q_out, n):
+    before = len(os.listdir("/proc/self/fd"))
+    got = [q_in.get(timeout=TIMEOUT) for _ in range(n)]
+    after = len(os.listdir("/proc/self/fd"))
+    q_out.put((after - before, sum(t[0].item() for t in got)))
+
+
+def run_child(method, target, *args):
+    ctx = mp.get_context(method)
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=target, args=(q_in, q_out, *args))
+    p.start()
+    return ctx, p, q_in, q_out
+
+
+# ---- tests
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_shared_tensor_arrives_as_a_view_of_the_same_memory(method):
+    t = bridge.zeros(1000).share_memory_()
+    _, p, q_in, q_out = run_child(method, _write_first)
+    q_in.put(t)
+    assert q_out.get(timeout=TIMEOUT) == (True, [42.0, 0.0])
+    p.join(TIMEOUT)
+    assert t[0].item() == 42.0  # the child's write, seen here
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_process_args_and_pipes_carry_shared_tensors(method):
+    ctx = mp.get_context(method)
+    t = bridge.zeros(4).share_memory_()
+    q_out = ctx.Queue()
+    p = ctx.Process(target=_write_arg, args=(t, q_out))
+    p.start()
+    assert q_out.get(timeout=TIMEOUT) is True
+    p.join(TIMEOUT)
+    assert t[1].item() == 7.0
+    a, b = ctx.Pipe()
+    a.send(t)
+    got = b.recv()  # mapped again in this process: the same memory
+    got[2] = 9.0
+    assert t[2].item() == 9.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_pool_maps_over_shared_tensors(method):
+    ts = [bridge.zeros(8).share_memory_() for _ in range(3)]
+    with mp.get_context(method).Pool(2) as pool:
+        assert pool.map(_fill, ts, chunksize=1) == [True] * 3
+    assert all(t.tolist() == [5.0] * 8 for t in ts)
+
+
+def test_small_unshared_tensors_go_by_value():
+    t = bridge.arange(10.0)
+    _, p, q_in, q_out = run_child("spawn", _write_first)
+    q_in.put(t)
+    assert q_out.get(timeout=TIMEOUT) == (False, [42.0, 1.0])
+    p.join(TIMEOUT)
+    assert t[0].item() == 0.0 and not t.is_shared()  # a copy went
+
+
+def test_large_tensors_bridge_allocated_move_to_shared_memory_as_in_torch():
+    t = bridge.zeros(SMALL_NBYTES)  # 4x the threshold in bytes
+    ptr = t.data_ptr()
+    _, p, q_in, q_out = run_child("spawn", _write_first)
+    q_in.put(t)
+    assert q_out.get(timeout=TIMEOUT)[0] is True
+    p.join(TIMEOUT)
+    assert t.is_shared() and t.data_ptr() != ptr and t[0].item() == 42.0
+
+
+def test_large_foreign_tensors_are_copied_into_shared_memory():
+    arr = np.zeros(SMALL_NBYTES, dtype=np.float32)
+    t = bridge.from_numpy(arr)
+    _, p, q_in, q_out = run_child("spawn", _write_first)
+    q_in.put(t)
+    assert q_out.get(timeout=TIMEOUT) == (True, [42.0, 0.0])
+    p.join(TIMEOUT)
+    assert arr[0] == 0.0 and not t.is_shared()  # NumPy's memory cannot follow: a copy went
+
+
+def test_views_of_one_shared_storage_stay_aliased():
+    base = bridge.zeros(100).share_memory_()
+    _, p, q_in, q_out = run_child("spawn", _two_views)
+    q_in.put((base[:50], base.view(10, 10)))
+    assert q_out.get(timeout=TIMEOUT) == (-3.0, True)
+    p.join(TIMEOUT)
+
+
+def test_the_receiver_maps_each_storage_once():
+    t = bridge.zeros(64).share_memory_()
+    _, p, q_in, q_out = run_child("spawn", _same_storage_twice)
+    q_in.put(t)
+    q_in.put(t[8:])
+    assert q_out.get(timeout=TIMEOUT) == (False, True)  # one storage; the views differ
+    p.join(TIMEOUT)
+
+
+def test_ten_thousand_small_tensors_do_not_exhaust_file_descriptors():
+    n = 10_000
+    _, p, q_in, q_out = run_child("spawn", _count_fds_after, n)
+    for i in range(n):
+        q_in.put(bridge.full((4,), float(i)))
+    grew, total = q_out.get(timeout=120)
+    p.join(TIMEOUT)
+    assert grew <= 2 and total == sum(range(n))
+
+
+def test_many_shared_views_of_one_storage_cost_one_descriptor():
+    base = bridge.zeros(10_000).share_memory_()
+    n = 2_000
+    _, p, q_in, q_out = run_child("spawn", _count_fds_after, n)
+    for i in range(n):
+        q_in.put(base[i:])
+    grew, _ = q_out.get(timeout=120)
+    p.join(TIMEOUT)
+    assert grew <= 2
+
+
+def test_shared_file_storages_travel_by_path(tmp_path):
+    path = tmp_path / "data.bin"
+    s = bridge.UntypedStorage.from_file(str(path), shared=True, size=16)
+    ft = bridge.zeros(0).set_(s, 0, (4,), (1,))
+    assert ft.is_shared() and ft.untyped_storage().filename == str(path)
+    _, p, q_in, q_out = run_child("spawn", _write_first)
+    q_in.put(ft)
+    assert q_out.get(timeout=TIMEOUT)[0] is True
+    p.join(TIMEOUT)
+    assert np.fromfile(path, dtype=np.float32)[0] == 42.0
+
+
+def test_nothing_named_in_dev_shm_even_after_sigkill_of_both_sides(tmp_path):
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this system")
+    before = {n for n in os.listdir("/dev/shm") if "bridge" in n}
+    code = textwrap.dedent(
+        """
+        import multiprocessing as mp, os, signal, sys, time
+        import bridge
+
+        def child(q):
+            t = bridge.zeros(1 << 20).share_memory_()
+            q.put(t)
+            time.sleep(60)
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(q,))
+            p.start()
+            t = q.get(timeout=60)
+            mine = bridge.zeros(1 << 20).share_memory_()
+            print(p.pid, flush=True)
+            os.kill(p.pid, signal.SIGKILL)
+            p.join()
+            assert t[0].item() == 0.0  # the killed child's memory stays valid here
+            print("ready", flush=True)
+            time.sleep(60)
+        """
+    )
+    script = tmp_path / "sides.py"  # a file: spawn re-imports the parent's main module
+    script.write_text(code)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        assert proc.stdout.readline().strip() == "ready"
+        during = {n for n in os.listdir("/dev/shm") if "bridge" in n}
+        assert during == before
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert {n for n in os.listdir("/dev/shm") if "bridge" in n} == before
+
+
+def test_running_out_of_shared_memory_is_an_error_not_sigbus(monkeypatch):
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match="not enough shared memory"):
+        bridge.zeros(1 << 20).share_memory_()
+
+
+def test_shared_memory_is_reserved_up_front():
+    t = bridge.zeros(1 << 20).share_memory_()
+    fd = t.untyped_storage().owner.fd
+    blocks = os.fstat(fd).st_blocks * 512
+    assert blocks >= t.nbytes  # the pages exist before any write
+
+
+def test_a_sender_that_exits_too_early_is_a_clear_error():
+    _, p, _q_in, q_out = run_child("spawn", _send_and_exit)
+    p.join(TIMEOUT)  # gone before the descriptor was taken
+    with pytest.raises(RuntimeError, match="sending process exited"):
+        q_out.get(timeout=TIMEOUT)
