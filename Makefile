@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean
+.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean docs docs-tools browser-tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(BIN)/python:
 # C compiler, so no isolated build environment has to be downloaded.
 C_SOURCES := $(wildcard cdefs/*.c cdefs/*.h)
 $(STAMP): $(BIN)/python pyproject.toml $(C_SOURCES)
-	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev]"
+	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev,docs]"
 	touch $@
 
 install: $(STAMP)
@@ -26,8 +26,35 @@ run: $(STAMP)
 	$(BIN)/python -m bridge tour
 	$(BIN)/python -m bridge matrix
 
-test: $(STAMP)
+# tests/test_docs_site.py builds the docs site itself and opens it in
+# headless Chromium, so the tests need the docs tools and the browser.
+test: $(STAMP) browser-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The documentation site (docs/conf.py; docs/docs-site.md says how it is
+# built): Sphinx, warnings are errors, into build/docs/html. -E reads every
+# page each time: an incremental build would not repeat the warnings of
+# pages that did not change, and a second `make docs` would pass.
+docs: $(STAMP) docs-tools
+	$(BIN)/python -m sphinx -b html -E -W --keep-going docs build/docs/html
+
+# System tools, from Debian's apt when missing (which needs root): npm, with
+# which docs/conf.py fetches the pinned mermaid.js, and Chromium with its
+# driver for the browser test.
+DOCS_APT = $(if $(shell command -v npm),,npm)
+BROWSER_APT = $(if $(wildcard /usr/bin/chromium),,chromium) $(if $(wildcard /usr/bin/chromedriver),,chromium-driver)
+define apt_install
+	@missing="$(strip $(1))"; if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make: missing system packages; run: sudo apt-get install -y $$missing" >&2; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+endef
+docs-tools:
+	$(call apt_install,$(DOCS_APT))
+browser-tools:
+	$(call apt_install,$(DOCS_APT) $(BROWSER_APT))
 
 # The C extension built with AddressSanitizer and UndefinedBehaviorSanitizer
 # (a copy of the package in build/sanitize, ahead of the editable install on

@@ -233,7 +233,7 @@ static TensorObject *export_source(PyObject *obj) {
 
 static PyObject *py_arrow_export_schema(PyObject *mod, PyObject *spec) {
   (void)mod;
-  struct ArrowSchema *s;
+  struct ArrowSchema *s = NULL;
   PyObject *cap = new_struct_capsule(sizeof *s, BRIDGE_NAME_ARROW_SCHEMA, schema_capsule_destructor, (void **)&s);
   if (cap != NULL && schema_fill(s, spec, 0) < 0) Py_CLEAR(cap);
   return cap;
@@ -245,7 +245,7 @@ static PyObject *py_arrow_export_array(PyObject *mod, PyObject *const *args, Py_
   if (nargs != 2) return PyErr_Format(PyExc_TypeError, "arrow_export_array(tensor, spec)");
   TensorObject *t = export_source(args[0]);
   if (t == NULL) return NULL;
-  struct ArrowArray *a;
+  struct ArrowArray *a = NULL;
   PyObject *cap = new_struct_capsule(sizeof *a, BRIDGE_NAME_ARROW_ARRAY, array_capsule_destructor, (void **)&a);
   if (cap != NULL && array_fill(a, t->storage, args[1], 0) < 0) Py_CLEAR(cap);
   return cap;
@@ -259,7 +259,7 @@ static PyObject *py_arrow_export_device_array(PyObject *mod, PyObject *const *ar
   long dev_type = PyLong_AsLong(args[2]);
   long long dev_id = PyLong_AsLongLong(args[3]);
   if (t == NULL || PyErr_Occurred()) return NULL;
-  struct ArrowDeviceArray *d;
+  struct ArrowDeviceArray *d = NULL;
   PyObject *cap = new_struct_capsule(sizeof *d, BRIDGE_NAME_ARROW_DEVICE_ARRAY,
                                      device_array_capsule_destructor, (void **)&d);
   if (cap == NULL) return NULL;
@@ -350,7 +350,7 @@ static PyObject *py_arrow_export_stream(PyObject *mod, PyObject *const *args, Py
   if (nargs != 3) return PyErr_Format(PyExc_TypeError, "arrow_export_stream(tensor, schema_spec, array_spec)");
   TensorObject *t = export_source(args[0]);
   if (t == NULL) return NULL;
-  struct ArrowArrayStream *st;
+  struct ArrowArrayStream *st = NULL;
   PyObject *cap = new_struct_capsule(sizeof *st, BRIDGE_NAME_ARROW_STREAM, stream_capsule_destructor, (void **)&st);
   if (cap == NULL) return NULL;
   stream_private *p = (stream_private *)calloc(1, sizeof *p);

@@ -221,17 +221,31 @@ static PyObject *py_api_stream(PyObject *mod, PyObject *const *args, Py_ssize_t 
   return PyLong_FromVoidPtr(stream);
 }
 
-#define FAST(name, fn) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, NULL}
+#define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 static PyMethodDef driver_functions[] = {
-    {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O, NULL},
-    FAST("call_deleter_in_thread", py_call_deleter_in_thread),
-    FAST("make_capsule", py_make_capsule),
-    {"capsule_info", (PyCFunction)py_capsule_info, METH_O, NULL},
-    {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O, NULL},
-    FAST("api_to_object", py_api_to_object),
-    FAST("api_peek", py_api_peek),
-    FAST("api_alloc", py_api_alloc),
-    FAST("api_stream", py_api_stream),
+    {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O,
+     "test_deleter_address(versioned, /)\n--\n\nThe address of a deleter that only counts its calls."},
+    FAST("call_deleter_in_thread", py_call_deleter_in_thread,
+         "call_deleter_in_thread(address, versioned, /)\n--\n\nRun a managed tensor's deleter on a "
+         "new native thread that has no Python thread state."),
+    FAST("make_capsule", py_make_capsule,
+         "make_capsule(address, kind, /)\n--\n\nWrap a hand-made struct in a capsule (kind 0 "
+         "\"dltensor\", 1 \"dltensor_versioned\", 2 a wrong name) with the standard destructor."),
+    {"capsule_info", (PyCFunction)py_capsule_info, METH_O,
+     "capsule_info(capsule, /)\n--\n\n(name, address) of a capsule, without consuming it."},
+    {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O,
+     "mark_consumed(capsule, /)\n--\n\nRename the capsule to used_*, as a consumer does."},
+    FAST("api_to_object", py_api_to_object,
+         "api_to_object(api, tensor, /)\n--\n\nbridge's export of the tensor handed to the exchange "
+         "API's managed_tensor_to_py_object_no_sync."),
+    FAST("api_peek", py_api_peek,
+         "api_peek(api, obj, /)\n--\n\nThe DLTensor fields the exchange API reads from obj, as a tuple."),
+    FAST("api_alloc", py_api_alloc,
+         "api_alloc(api, shape, code, bits, device_type, device_id, /)\n--\n\nThe exchange API's own "
+         "tensor object for a fresh allocation."),
+    FAST("api_stream", py_api_stream,
+         "api_stream(api, device_type, device_id, /)\n--\n\nThe API's current work stream as an int, "
+         "or None when it has no such function."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -311,8 +311,8 @@ PyMethodDef bridge_value_methods[] = {
     {"tolist", (PyCFunction)tensor_tolist, METH_NOARGS,
      "tolist($self, /)\n--\n\nThe elements as (nested) Python lists of Python scalars."},
     {"clone", (PyCFunction)(void (*)(void))tensor_clone, METH_FASTCALL | METH_KEYWORDS,
-     "clone($self, memory_format=bridge.preserve_format)\n--\n\nA copy in new memory with the "
-     "layout of memory_format (preserve_format: the same strides when dense, else the same dim "
+     "clone($self, memory_format=None)\n--\n\nA copy in new memory with the "
+     "layout of memory_format (None or preserve_format: the same strides when dense, else the same dim "
      "order). Device memory is copied on its device (CUDA: CuPy); RuntimeError when no library "
      "can."},
     {NULL, NULL, 0, NULL},

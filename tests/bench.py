@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import sys
+import time
 import timeit
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -236,6 +237,53 @@ def arrow_rows() -> list[Row]:
     ]  # fmt: skip
 
 
+IMPORT_STATEMENTS = {"bridge": "import bridge", "numpy": "import numpy", "torch": "import torch"}
+
+
+def import_rows(repeat: int) -> list[dict[str, Any]]:
+    """``import bridge`` against ``import numpy`` (and ``import torch``), each in
+    fresh interpreters (target: bridge at most 1.3x numpy).
+
+    Method: wall time (``time.perf_counter``) around a subprocess
+    ``python -c "import x"``, best of ``max(repeat, 10)`` runs (torch, which
+    takes seconds: 3), minus the best of as many ``python -c "pass"`` runs
+    (the interpreter's own start, site and .pth files included); the
+    statements are interleaved so that machine load drifts alike for all. Wall
+    time, not ``-X importtime``, which adds its own cost per module. bridge
+    imports numpy, so its figure is the total, numpy included. Bytecode
+    caching is on in the children (a warm-up run writes bridge's
+    ``__pycache__``, as pip does at install): with ``PYTHONDONTWRITEBYTECODE``
+    an editable checkout would be compiled from source on every import, while
+    numpy's installed caches are read.
+    """
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    stmts = {"pass": "pass", **IMPORT_STATEMENTS}
+    if torch is None:
+        del stmts["torch"]
+    runs = {name: 3 if name == "torch" else max(repeat, 10) for name in stmts}
+    best = dict.fromkeys(stmts, float("inf"))
+    for i in range(1 + max(runs.values())):  # run 0 warms the caches, untimed
+        for name, stmt in stmts.items():
+            if i > runs[name]:
+                continue
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", stmt], check=True, env=env)
+            if i:
+                best[name] = min(best[name], time.perf_counter() - t0)
+    start = best.pop("pass")
+    t = {k: v - start for k, v in best.items()}
+    ratio = t["bridge"] / t["numpy"]
+    return [{
+        "name": "import bridge | import numpy | import torch  [fresh interpreters]",
+        "bridge_s": t["bridge"], "numpy_s": t["numpy"], "torch_s": t.get("torch"), "tvm_s": None,
+        "bridge/numpy": ratio, "bridge/torch": t["bridge"] / t["torch"] if "torch" in t else None,
+        "bridge/tvm": None, "target": 1.3, "target_vs": "numpy",
+        "status": f"{'ok' if ratio <= 1.3 else 'MISS'} (br/numpy <= 1.30x)",
+    }]  # fmt: skip
+
+
 def rss_bytes() -> int:
     """Resident set size of this process."""
     with open("/proc/self/statm") as f:
@@ -376,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fmt_time(r['1GiB_s']):>9}  ratio {r['ratio']:.2f}x  RSS "
                   f"+{r['rss_growth_bytes'] // 1024} KiB  {r['status']} (<= 1.10x, < 1 MiB)")  # fmt: skip
             results.append({"name": "size: " + r["name"], **r})
+
+    if not args.k or "import" in args.k:
+        print("\nimport time (python -c 'import x' in fresh interpreters, start-up subtracted)")
+        for r in import_rows(args.repeat):
+            results.append(r)
+            print_row(r, first=False)
 
     if not args.k or "process" in args.k:
         from bench_processes import process_rows

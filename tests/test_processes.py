@@ -184,7 +184,7 @@ def test_many_shared_views_of_one_storage_cost_one_descriptor():
 
 def test_shared_file_storages_travel_by_path(tmp_path):
     path = tmp_path / "data.bin"
-    s = bridge.UntypedStorage.from_file(str(path), shared=True, size=16)
+    s = bridge.UntypedStorage.from_file(str(path), shared=True, nbytes=16)
     ft = bridge.zeros(0).set_(s, 0, (4,), (1,))
     assert ft.is_shared() and ft.untyped_storage().filename == str(path)
     _, p, q_in, q_out = run_child("spawn", _write_first)

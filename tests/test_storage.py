@@ -203,7 +203,7 @@ class TestFromFile:
 
     def test_shared_mapping_writes_through(self, tmp_path):
         p = tmp_path / "data.bin"
-        s = UntypedStorage.from_file(p, shared=True, size=16)
+        s = UntypedStorage.from_file(p, shared=True, nbytes=16)
         assert p.stat().st_size == 16 and s.is_shared()
         t = bridge.tensor([0], dtype=bridge.float32).set_(s)
         t.fill_(2.5)
@@ -215,9 +215,9 @@ class TestFromFile:
         p = tmp_path / "small.bin"
         p.write_bytes(b"ab")
         with pytest.raises(ValueError, match="fewer than"):
-            UntypedStorage.from_file(p, shared=False, size=10)
+            UntypedStorage.from_file(p, shared=False, nbytes=10)
         with pytest.raises(ValueError, match="non-negative"):
-            UntypedStorage.from_file(p, size=-1)
+            UntypedStorage.from_file(p, nbytes=-1)
         with pytest.raises(FileNotFoundError):
             UntypedStorage.from_file(tmp_path / "missing.bin")
         empty = tmp_path / "empty.bin"

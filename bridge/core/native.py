@@ -9,11 +9,11 @@ ordinary CPython code with no cffi conversion on the way.
 
 from __future__ import annotations
 
-import platform
+import sys
 
 from bridge._native import lib
 
-if platform.python_implementation() != "CPython":  # pragma: no cover
+if sys.implementation.name != "cpython":  # pragma: no cover
     raise ImportError("bridge's native layer needs CPython (it uses the CPython C API)")
 if lib.bridge_init() != 0:  # pragma: no cover - the C error was printed
     raise ImportError("bridge._native failed to create bridge._C")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import secrets
 import weakref
 
 from bridge._native import ffi
@@ -102,6 +101,8 @@ def _anonymous_shared_fd() -> int:
         import _posixshmem  # type: ignore[import-not-found]
     except ImportError:
         raise RuntimeError("shared memory is not available on this platform") from None
+    import secrets  # here: only this fallback needs it, and it costs hashlib at import
+
     name = "/bridge_" + secrets.token_hex(8)
     fd = int(_posixshmem.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600))
     _posixshmem.shm_unlink(name)  # nameless from here on: nothing can leak

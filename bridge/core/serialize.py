@@ -18,7 +18,6 @@ is refused (TypeError): copy it to the host first, explicitly.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +125,8 @@ def tokenize_tensor(t: Tensor) -> tuple[Any, ...]:
     """``__dask_tokenize__``: a deterministic token from the dtype, geometry
     and a hash of the values (equal tensors, equal tokens)."""
     _check_host(t.device, "tensor")
+    import hashlib  # here: only dask's tokenize needs it (OpenSSL's _hashlib is slow to load)
+
     values = t.contiguous() if not t.is_contiguous() else t
     digest = hashlib.blake2b(memoryview(values.untyped_storage())[_byte_slice(values)], digest_size=16)
     return ("bridge.Tensor", t.dtype.name, t.shape, t.stride(), digest.hexdigest())

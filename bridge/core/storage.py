@@ -118,20 +118,21 @@ class UntypedStorage(_C.StorageBase):
         return cls._new(ptr, count, owner, readonly=mv.readonly)
 
     @classmethod
-    def from_file(cls, filename: str | os.PathLike[str], shared: bool = False, size: int = 0) -> UntypedStorage:
-        """A storage that memory-maps ``size`` bytes of a file (all of it when ``size`` is 0).
+    def from_file(cls, filename: str | os.PathLike[str], shared: bool = False, nbytes: int = 0) -> UntypedStorage:
+        """A storage that memory-maps ``nbytes`` bytes of a file (``torch.UntypedStorage.from_file``;
+        with ``nbytes=0`` bridge maps the whole file, where torch maps nothing).
 
         ``shared=True`` maps the file shared: writes reach the file and other
-        mappings, and the file is created or extended to ``size`` bytes when
+        mappings, and the file is created or extended to ``nbytes`` bytes when
         needed. ``shared=False`` maps it copy-on-write: writes stay private and
-        the file is never modified (it needs to exist and hold ``size`` bytes).
+        the file is never modified (it needs to exist and hold ``nbytes`` bytes).
         Raises FileNotFoundError/PermissionError from the OS, IsADirectoryError
-        for a directory, and ValueError for a negative size or a file too small.
+        for a directory, and ValueError for a negative nbytes or a file too small.
         """
         path = os.fspath(filename)
-        size = operator.index(size)
-        if size < 0:
-            raise ValueError(f"size must be non-negative, got {size}")
+        nbytes = operator.index(nbytes)
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be non-negative, got {nbytes}")
         if os.path.isdir(path):
             raise IsADirectoryError(
                 errno.EISDIR, f"from_file() maps a regular file, but {path!r} is a directory", path
@@ -140,25 +141,25 @@ class UntypedStorage(_C.StorageBase):
         fd = os.open(path, flags, 0o644)
         try:
             file_size = os.fstat(fd).st_size
-            if size == 0:
-                size = file_size
-            elif size > file_size:
+            if nbytes == 0:
+                nbytes = file_size
+            elif nbytes > file_size:
                 if not shared:
                     raise ValueError(
-                        f"file {path!r} holds {file_size} bytes, fewer than the {size} asked for "
+                        f"file {path!r} holds {file_size} bytes, fewer than the {nbytes} asked for "
                         "(shared=False never extends a file)"
                     )
-                os.ftruncate(fd, size)
-            if size == 0:
+                os.ftruncate(fd, nbytes)
+            if nbytes == 0:
                 empty = cls(0)
                 empty._adopt(empty.data_ptr(), 0, empty.owner, filename=path, shared=shared)
                 return empty
             access = mmap.ACCESS_WRITE if shared else mmap.ACCESS_COPY
-            mm = mmap.mmap(fd, size, access=access)
+            mm = mmap.mmap(fd, nbytes, access=access)
         finally:
             os.close(fd)
         owner = FileMapping(mm, path)
-        return cls._new(owner.address, size, owner, filename=path, shared=shared)
+        return cls._new(owner.address, nbytes, owner, filename=path, shared=shared)
 
     # ---------------------------------------------------------- properties
 

@@ -12,7 +12,6 @@ Copies use NumPy as the kernel over a strided NumPy view of the storage.
 from __future__ import annotations
 
 import builtins
-import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, SupportsIndex
@@ -22,6 +21,7 @@ import numpy as np
 from bridge.core import dtypes as _dtypes
 from bridge.core import serialize as _serialize
 from bridge.core import strides as S
+from bridge.core import tensor_ops as _ops
 from bridge.core.device import device
 from bridge.core.dtypes import dtype
 from bridge.core.layout import (
@@ -158,74 +158,49 @@ class Tensor(_C.TensorBase):
         """Whether the elements fill a contiguous block exactly once, in some dim order."""
         return S.is_non_overlapping_and_dense(self._shape, self._strides)
 
-    def movedim(self, source: Any, destination: Any) -> Tensor:
-        """A view with the dims in ``source`` moved to the positions in ``destination``."""
-        nd = self.ndim
-        src = [S.wrap_dim(d, nd) for d in (source if isinstance(source, Sequence) else [source])]
-        dst = [S.wrap_dim(d, nd) for d in (destination if isinstance(destination, Sequence) else [destination])]
-        if len(src) != len(dst):
-            raise ValueError("movedim: source and destination must have the same number of dims")
-        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-            raise ValueError("movedim: repeated dim in source or destination")
-        order: list[_Int | None] = [None] * nd
-        for s, d in zip(src, dst):
-            order[d] = s
-        rest = iter(d for d in range(nd) if d not in src)
-        perm = [o if o is not None else next(rest) for o in order]
-        return self.permute(perm)
+    # The torch API written as functions in bridge.core.tensor_ops, bound here.
+    movedim = moveaxis = _ops.movedim
+    unflatten = _ops.unflatten
+    unfold = _ops.unfold
+    diagonal = _ops.diagonal
+    split = _ops.split
+    chunk = _ops.chunk
+    unbind = _ops.unbind
+    tensor_split = _ops.tensor_split
+    ravel = _ops.ravel
+    flip = _ops.flip
+    as_strided_ = _ops.as_strided_
+    squeeze_ = _ops.squeeze_
+    unsqueeze_ = _ops.unsqueeze_
+    t_ = _ops.t_
+    transpose_ = _ops.transpose_
+    swapdims_ = swapaxes_ = _ops.swapdims_
+    resize_ = _ops.resize_
+    resize_as_ = _ops.resize_as_
+    new_empty = _ops.new_empty
+    new_zeros = _ops.new_zeros
+    new_ones = _ops.new_ones
+    new_full = _ops.new_full
+    new_tensor = _ops.new_tensor
+    new_empty_strided = _ops.new_empty_strided
+    is_floating_point = _ops.is_floating_point
+    is_complex = _ops.is_complex
+    is_signed = _ops.is_signed
+    get_device = _ops.get_device
+    is_pinned = _ops.is_pinned
+    is_set_to = _ops.is_set_to
+    dim_order = _ops.dim_order
+    equal = _ops.equal
 
-    moveaxis = movedim
+    @property
+    def real(self) -> Tensor:
+        """The real parts of a complex tensor (a view); a real tensor itself."""
+        return _ops.real(self)
 
-    def unflatten(self, dim: _Int, sizes: Sequence[_Int]) -> Tensor:
-        """A view with ``dim`` split into ``sizes`` (one may be -1)."""
-        shape, strides = self._shape, self._strides
-        d = S.wrap_dim(dim, len(shape))
-        sizes_t = S.as_shape((sizes,), "sizes")
-        if not sizes_t:
-            raise ValueError("unflatten: sizes must be non-empty")
-        sizes_t = S.infer_size(sizes_t, shape[d])
-        inner = tuple(s * strides[d] for s in S.contiguous_strides(sizes_t))
-        return self._derived((*shape[:d], *sizes_t, *shape[d + 1 :]),
-                             (*strides[:d], *inner, *strides[d + 1 :]), self._offset)  # fmt: skip
-
-    def unfold(self, dimension: _Int, size: _Int, step: _Int) -> Tensor:
-        """A view of all windows of ``size`` entries of ``dimension``, ``step`` apart,
-        as a new last dim (PyTorch's ``Tensor.unfold``)."""
-        shape, strides = list(self._shape), list(self._strides)
-        nd = len(shape)
-        d = S.wrap_dim(dimension, nd)
-        size, step = operator.index(size), operator.index(step)
-        if step <= 0:
-            raise ValueError(f"unfold: step must be positive, got {step}")
-        dim_size = shape[d] if nd else 1
-        if size < 0 or size > dim_size:
-            raise ValueError(f"unfold: size {size} exceeds dimension {d} of size {dim_size}")
-        if nd == 0:
-            return self._derived((size,), (1,), self._offset)
-        inner = strides[d]
-        shape[d] = (dim_size - size) // step + 1
-        strides[d] = inner * step
-        return self._derived((*shape, size), (*strides, inner), self._offset)
-
-    def diagonal(self, offset: _Int = 0, dim1: _Int = 0, dim2: _Int = 1) -> Tensor:
-        """A view of the diagonal of the (dim1, dim2) planes, appended as the last dim."""
-        shape, strides = self._shape, self._strides
-        nd = len(shape)
-        if nd < 2:
-            raise ValueError(f"diagonal() needs at least 2 dimensions, got {nd}")
-        a, b = S.wrap_dim(dim1, nd), S.wrap_dim(dim2, nd)
-        if a == b:
-            raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-        offset = operator.index(offset)
-        if offset >= 0:
-            n = max(min(shape[a], shape[b] - offset), 0)
-            start = offset * strides[b]
-        else:
-            n = max(min(shape[a] + offset, shape[b]), 0)
-            start = -offset * strides[a]
-        keep = [d for d in range(nd) if d not in (a, b)]
-        return self._derived((*(shape[d] for d in keep), n), (*(strides[d] for d in keep), strides[a] + strides[b]),
-                             self._offset + (start if n else 0))  # fmt: skip
+    @property
+    def imag(self) -> Tensor:
+        """The imaginary parts of a complex tensor (a view); TypeError for a real one."""
+        return _ops.imag(self)
 
     def as_strided(self, size: Any, stride: Any, storage_offset: _Int | None = None) -> Tensor:
         """A view with arbitrary geometry over the same storage; ValueError if any
@@ -234,46 +209,6 @@ class Tensor(_C.TensorBase):
         out: Tensor = _C.make_tensor(self._storage, self._dtype, S.as_shape((size,), "size"),
                                      S.as_shape((stride,), "stride"), off)  # fmt: skip
         return out
-
-    def split(self, split_size_or_sections: Any, dim: _Int = 0) -> tuple[Tensor, ...]:
-        """Views of consecutive pieces along ``dim``: pieces of ``split_size`` (the
-        last may be smaller), or of the listed sizes (which must sum to the dim)."""
-        d = S.wrap_dim(dim, self.ndim)
-        size = self._shape[d]
-        if isinstance(split_size_or_sections, (list, tuple)):
-            sections = [operator.index(s) for s in split_size_or_sections]
-            if any(s < 0 for s in sections) or sum(sections) != size:
-                raise ValueError(
-                    f"split sizes {sections} must be non-negative and sum to the size of "
-                    f"dimension {d} ({size})"
-                )
-        else:
-            step = operator.index(split_size_or_sections)
-            if step <= 0 and not (step == 0 and size == 0):
-                raise ValueError(f"split size must be positive, got {step}")
-            sections = [min(step, size - i) for i in range(0, size, step)] if size else [0]
-        out = []
-        start = 0
-        for n in sections:
-            out.append(self.narrow(d, start, n))
-            start += n
-        return tuple(out)
-
-    def chunk(self, chunks: _Int, dim: _Int = 0) -> tuple[Tensor, ...]:
-        """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
-        chunks = operator.index(chunks)
-        if chunks <= 0:
-            raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-        d = S.wrap_dim(dim, self.ndim)
-        size = self._shape[d]
-        if size == 0:  # PyTorch returns `chunks` empty pieces here
-            return tuple(self.narrow(d, 0, 0) for _ in range(chunks))
-        return self.split(math.ceil(size / chunks), d)
-
-    def unbind(self, dim: _Int = 0) -> tuple[Tensor, ...]:
-        """The views ``select(dim, i)`` for every i."""
-        d = S.wrap_dim(dim, self.ndim)
-        return tuple(self.select(d, i) for i in range(self._shape[d]))
 
     def set_(self, source: Any = None, storage_offset: _Int = 0, size: Any = None, stride: Any = None) -> Tensor:
         """Repoint this tensor (in place) at ``source``: a storage (with the given
@@ -322,9 +257,12 @@ class Tensor(_C.TensorBase):
         arr: np.ndarray[Any, Any] = np.asarray(self)
         return arr
 
-    def _clone_slow(self, memory_format: memory_format = preserve_format) -> Tensor:
+    def _clone_slow(self, memory_format: memory_format | None = None) -> Tensor:
         """clone() of what the C path does not copy in one memcpy: other layouts
-        (NumPy), device memory (the device's kernel, CuPy for CUDA)."""
+        (NumPy), device memory (the device's kernel, CuPy for CUDA). None is
+        preserve_format, as in torch."""
+        if memory_format is None:
+            memory_format = preserve_format
         strides = _layout_strides(self._shape, self._strides, memory_format)
         if not self._storage._host_accessible:
             copied: Tensor = _device_kernel(self, "clone")(self, strides)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from bridge.core.device import device as _device
 from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.factories import tensor
 from bridge.core.native import _C
@@ -20,7 +21,7 @@ from bridge.interop import arrow, cuda, dlpack, numpy, processes
 __all__ = ["asarray", "arrow", "cuda", "dlpack", "numpy", "processes"]
 
 
-def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:
+def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:
     """A tensor over ``obj``'s memory, zero-copy whenever ``obj`` exposes it.
 
     Order of preference: a bridge Tensor (a view of it), an
@@ -34,9 +35,15 @@ def asarray(obj: Any, *, dtype: Any = None, copy: bool | None = None) -> Tensor:
     ``dtype`` different from the source's makes a converted copy; ``copy=True``
     always copies; ``copy=False`` raises ValueError when a copy cannot be
     avoided. A source NumPy rejects for its byte order is copied (byte-swapped)
-    only with ``copy=True``.
+    only with ``copy=True``. ``device`` (torch's meaning) must be where the
+    memory already is, or the CPU for copied Python data: bridge never moves
+    memory between devices (RuntimeError otherwise).
     """
+    want = None if device is None else _device(device)
     shared = _share(obj, copy)
+    if want is not None and want != (_device("cpu") if shared is None else shared[0].device):
+        where = "the CPU (a copy of Python data)" if shared is None else str(shared[0].device)
+        raise RuntimeError(f"asarray(device={want}): the memory is on {where} and bridge does not move it")
     if shared is None:
         if copy is False:
             raise ValueError(f"asarray(copy=False): {type(obj).__name__} exposes no memory to share")

@@ -22,11 +22,14 @@ Its ``device=``/``copy=`` policy is :func:`_from_dlpack_policy` here.
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.core.device import device
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
+
+if TYPE_CHECKING:
+    from typing_extensions import CapsuleType as _Capsule
 
 __all__ = ["from_dlpack", "to_dlpack", "DLPACK_VERSION", "FLAG_READ_ONLY", "FLAG_IS_COPIED",
            "FLAG_IS_SUBBYTE_TYPE_PADDED"]  # fmt: skip
@@ -66,7 +69,7 @@ def to_dlpack(
     max_version: tuple[int, int] | None = None,
     dl_device: Any = None,
     copy: bool | None = None,
-) -> Any:
+) -> _Capsule:
     """A DLPack capsule for ``tensor`` (the policy behind ``Tensor.__dlpack__``).
 
     ``max_version`` None or major < 1 gives a legacy ``"dltensor"`` capsule,

@@ -20,6 +20,12 @@ Pipe, Pool, Process arguments; fork, spawn and forkserver):
   shared block, as its owner cannot follow it;
 - a ``from_file(shared=True)`` storage travels by path and is mapped again.
 
+The registration costs nothing at ``import bridge``: ``multiprocessing`` (and
+the socket machinery its ``reduction`` module pulls in) is not imported for
+it. When ``multiprocessing.reduction`` is already loaded, bridge registers at
+once; otherwise a one-shot finder on ``sys.meta_path`` registers right after
+that module is first imported, and then removes itself.
+
 As with torch, a process that sends a shared storage must stay alive until
 the receiver has unpickled it (``multiprocessing`` hands descriptors over
 through the sender); otherwise the receiver gets a RuntimeError saying so.
@@ -31,15 +37,21 @@ point) is the tensor's ``nbytes``; ``__dask_tokenize__`` is on the tensor.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
-from multiprocessing.reduction import DupFd, ForkingPickler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.core import serialize
 from bridge.core.owners import SharedMemoryBlock
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
+
+if TYPE_CHECKING:  # importlib.abc alone costs more than this module (importlib.resources)
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __all__ = ["SMALL_NBYTES", "register_dask_sizeof"]
 
@@ -73,6 +85,8 @@ def _reduce_storage(st: UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
             st = _copy_to_shared(st)
         block = _shared_block(st)
         assert block is not None
+    from multiprocessing.reduction import DupFd  # loaded: ForkingPickler is calling
+
     offset = st.data_ptr() - block.address
     info = os.fstat(block.fd)
     key = (info.st_dev, info.st_ino, offset, st.nbytes(), int(st.is_readonly))
@@ -108,7 +122,7 @@ def _rebuild_shared(df: Any, block_nbytes: int, key: tuple[int, ...]) -> Untyped
 
 
 def _rebuild_file(path: str, nbytes: int, readonly: bool) -> UntypedStorage:
-    st = UntypedStorage.from_file(path, shared=True, size=nbytes)
+    st = UntypedStorage.from_file(path, shared=True, nbytes=nbytes)
     if readonly:
         st._adopt(st.data_ptr(), st.nbytes(), st.owner, filename=path, shared=True, readonly=True)
     return st
@@ -122,8 +136,68 @@ def _reduce_tensor(t: Tensor) -> tuple[Any, tuple[Any, ...]]:
     return serialize.reduce_tensor(t)  # foreign memory: the view's own bytes, copied to shared memory
 
 
-ForkingPickler.register(UntypedStorage, _reduce_storage)
-ForkingPickler.register(Tensor, _reduce_tensor)
+_REDUCTION = "multiprocessing.reduction"
+
+
+def _register(reduction: ModuleType) -> None:
+    reduction.ForkingPickler.register(UntypedStorage, _reduce_storage)
+    reduction.ForkingPickler.register(Tensor, _reduce_tensor)
+
+
+class _RegisteringLoader:
+    """The real loader of ``multiprocessing.reduction``, registering bridge's
+    reducers once the module has run; everything else (``get_source``, which
+    tracebacks and ``inspect`` use, ...) goes to the real loader."""
+
+    def __init__(self, inner: Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        _register(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _RegisterOnImport:
+    """One-shot: finds ``multiprocessing.reduction`` through the other finders
+    and wraps its loader; removes itself from ``sys.meta_path`` on that first
+    import (not the audit hook ``import``, which fires before the module runs)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != _REDUCTION:
+            return None
+        spec: ModuleSpec | None = None
+        for finder in [f for f in sys.meta_path if f is not self]:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
+        # Removing itself shifts the list the import system is walking, so it
+        # may skip the next finder: harmless, every finder was asked above.
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec  # nothing to wrap: the import goes on (or fails) as without bridge
+        spec.loader = _RegisteringLoader(spec.loader)  # type: ignore[assignment]  # a Loader by duck typing (importlib.abc costs an import)
+        return spec
+
+
+def _install() -> None:
+    module = sys.modules.get(_REDUCTION)
+    if module is not None:
+        _register(module)
+    elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterOnImport())
+
+
+_install()
 
 
 def register_dask_sizeof(sizeof: Any) -> None:

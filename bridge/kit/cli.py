@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import re
 import sys
 from typing import Any
 
@@ -113,6 +114,22 @@ def check(spec: str, consumer: str | None = None, as_json: bool = False, isolate
     return 0 if report else 1
 
 
+_ROLE = re.compile(r":[a-z]+:`([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def _role_text(m: re.Match[str]) -> str:
+    # Sphinx's ~a.b shows only the last part, b.
+    target = m.group(1)
+    return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
+
+
+def plain(text: str) -> str:
+    """``text`` (reStructuredText from a docstring) as the plain text a terminal
+    shows: ``x`` becomes x and :func:`a.b` becomes a.b (:func:`~a.b`: b)."""
+    return _LITERAL.sub(r"\1", _ROLE.sub(_role_text, text))
+
+
 def _tour_command(args: argparse.Namespace) -> int:
     return tour()
 
@@ -128,27 +145,39 @@ def main(argv: list[str] | None = None) -> int:
         from bridge.kit import matrix
 
         return matrix.main(raw[1:])
+    from bridge.kit.matrix_grid import PEERS, PROTOCOLS
+
     parser = argparse.ArgumentParser(
-        prog="bridge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="bridge", description=plain(__doc__ or ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="{tour,check,matrix}")
     # One parser per subcommand, each with set_defaults(run=handler(args) -> exit code).
-    sub.add_parser("matrix", help="the interop matrix (python -m bridge matrix --help)")
-    sub.add_parser("tour", help="a checked walk through storages, views and NumPy").set_defaults(
-        run=_tour_command
-    )
+    sub.add_parser(
+        "tour", help="a checked walk through storages, views and NumPy (the default)",
+        description="A short walk through storage sharing, views, a NumPy round trip and a tensor "
+        "crossing into a child process and back, each claim checked as it is printed. Exit "
+        "status: 0 when every check held.",
+    ).set_defaults(run=_tour_command)
     chk = sub.add_parser(
         "check",
         help="DLPack conformance checks for a producer (and optionally a consumer)",
         description="Import MODULE, evaluate EXPR in its namespace (the module is also bound "
         "to its own name) and check the result, a DLPack producer or a zero-argument factory "
-        "of them. Exit status: 0 conforms, 1 a rule failed, 2 could not load.",
+        "of them. The report names the producer by its type's public path (numpy.ndarray, "
+        "torch.Tensor, bridge.Tensor). Exit status: 0 conforms, 1 a rule failed, 2 could not load.",
     )
     chk.add_argument("spec", metavar="module:expr", help='e.g. "numpy:lambda: numpy.arange(6.0)"')
     chk.add_argument("--consumer", metavar="module:expr", help="also check this from_dlpack-like function")
     chk.add_argument("--json", action="store_true", help="print the report as JSON")
     chk.add_argument("--in-process", action="store_true", help="run the consumer checks in this process")
     chk.set_defaults(run=_check_command)
+    # Listed for the top-level help only: main() hands "matrix ..." to its own parser.
+    sub.add_parser(
+        "matrix",
+        help=f"the interop matrix (python -m bridge matrix --help); peers: {', '.join(PEERS)}; "
+        f"protocols: {', '.join(PROTOCOLS)}",
+    )
     args = parser.parse_args(argv)
     if args.command is None:
         return tour()

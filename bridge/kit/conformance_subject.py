@@ -69,7 +69,18 @@ def _native_order(obj: Any) -> bool | None:
 
 
 def _describe(x: Any) -> str:
+    """The public path of ``x``'s type: the shortest module prefix of its
+    ``__module__`` that exposes the same class (``bridge.Tensor``, not
+    ``bridge.core.tensor.Tensor``), else the full path."""
     tp = type(x)
+    parts = tp.__module__.split(".")
+    for end in range(1, len(parts) + 1):
+        # Only modules already imported: naming a type must not import anything.
+        mod: object = sys.modules.get(".".join(parts[:end]))
+        for attr in tp.__qualname__.split("."):
+            mod = getattr(mod, attr, None)
+        if mod is tp:
+            return f"{'.'.join(parts[:end])}.{tp.__qualname__}"
     return f"{tp.__module__}.{tp.__qualname__}"
 
 

@@ -76,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     only for bridge's own failures (violations or crashes in cells where
     bridge produces or consumes)."""
     ap = argparse.ArgumentParser(prog="bridge matrix", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--producer", action="append", help="only these producers (comma-separated)")
-    ap.add_argument("--consumer", action="append", help="only these consumers")
+    ap.add_argument("--producer", action="append",
+                    help=f"only these producers (comma-separated), from {', '.join(PEERS)}")  # fmt: skip
+    ap.add_argument("--consumer", action="append",
+                    help=f"only these consumers, from {', '.join(PEERS)}")  # fmt: skip
     ap.add_argument("--protocol", action="append", help=f"only these protocols ({', '.join(PROTOCOLS)})")
     ap.add_argument("--dtype", action="append",
                     help=f"dtypes, from {', '.join(DTYPES)} (default: {', '.join(DEFAULT_DTYPES)})")  # fmt: skip

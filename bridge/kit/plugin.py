@@ -19,14 +19,37 @@ nothing in test runs that do not use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+
+if TYPE_CHECKING:
+    from bridge.kit.conformance_report import Report
 
 _MARKER = "dlpack_producer"
 
 
-__all__ = ["pytest_configure", "dlpack_conformance", "conformance_failure", "pytest_runtest_call"]
+__all__ = [
+    "ConformanceCheck", "pytest_configure", "dlpack_conformance", "conformance_failure",
+    "pytest_runtest_call",
+]
+
+
+class ConformanceCheck(Protocol):
+    """The type of the ``dlpack_conformance`` fixture (:func:`bridge.check`), for
+    annotating a test's parameter: ``def test_x(dlpack_conformance: ConformanceCheck)``."""
+
+    def __call__(
+        self,
+        obj_or_factory: Any,
+        *,
+        consumer: Callable[[Any], Any] | str | None = None,
+        isolate: bool = True,
+        timeout: float = 120.0,
+    ) -> Report:
+        """Run the conformance rules on a DLPack producer (or a factory of them)."""
+        ...
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the ``dlpack_producer`` marker (for ``--strict-markers``)."""
@@ -38,14 +61,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def dlpack_conformance() -> Callable[..., Any]:
+def dlpack_conformance() -> ConformanceCheck:
     """:func:`bridge.check`: ``check(obj_or_factory, *, consumer=None, ...)`` -> Report."""
     from bridge.kit.conformance import check
 
     return check
 
 
-def conformance_failure(report: Any, ignore: Iterable[str] = ()) -> str | None:
+def conformance_failure(report: Report, ignore: Iterable[str] = ()) -> str | None:
     """The failure message for ``report`` (a :class:`bridge.kit.conformance.Report`),
     or None when every failed rule is in ``ignore``."""
     skip = set(ignore)

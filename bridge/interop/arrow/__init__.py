@@ -21,6 +21,11 @@ Buffers excepted).
 pyarrow-object helpers: :func:`to_buffer`, :func:`to_array`, :func:`to_tensor`,
 :func:`to_fixed_shape_tensor`.
 
+pyarrow is optional (the ``arrow`` extra) and imported only on first use: the
+C Data Interface above works without it; the pyarrow-object helpers and the
+IPC functions raise ImportError naming ``pip install dlpack-bridge[arrow]``
+when it is missing.
+
 Arrow IPC (files and streams, the route across machines): :func:`write_ipc`
 writes named tensors as the columns of one record batch; :func:`read_ipc` reads
 them back as read-only views of the memory-mapped file (or as copies).

@@ -8,8 +8,7 @@ side fills the structs from the tensor's own C struct."""
 from __future__ import annotations
 
 import itertools
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,9 +26,13 @@ from bridge.interop.arrow.types import (
     _FST,
     _describe_spec,
     _encode_metadata,
+    _pyarrow,
     _same_type,
     _type_name,
 )
+
+if TYPE_CHECKING:  # for the annotations only: pyarrow is the optional arrow extra
+    import pyarrow as pa
 
 _ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
 # The buffers of an exported array spec: 0 is NULL (no validity bitmap), 1 is
@@ -91,6 +94,8 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
             f"a tensor with strides {t._strides} is not a batch of dense tensors, which "
             "arrow.fixed_shape_tensor needs (call .contiguous() for a copy)"
         )
+    import json  # here, not at the top: `import bridge` stays without json
+
     order, perm = layout
     meta: dict[str, Any] = {"shape": [elem[d] for d in order]}
     if perm != list(range(len(elem))):
@@ -194,11 +199,11 @@ def _export_policy(t: Tensor, kind: str, args: tuple[Any, ...], kwargs: dict[str
 # --------------------------------------------------------- pyarrow objects
 
 
-def to_buffer(obj: Tensor | UntypedStorage) -> Any:
+def to_buffer(obj: Tensor | UntypedStorage) -> pa.Buffer:
     """A ``pa.Buffer`` over a storage's bytes (or a contiguous tensor's), zero-copy;
     the buffer keeps the memory alive. Arrow buffers are immutable. Host
     memory only (ValueError), and tensors must be contiguous (ValueError)."""
-    import pyarrow as pa
+    pa = _pyarrow("to_buffer()")
 
     if isinstance(obj, Tensor):
         obj._check_bounds(BufferError)
@@ -214,12 +219,12 @@ def to_buffer(obj: Tensor | UntypedStorage) -> Any:
     return pa.foreign_buffer(ptr, size, base=storage.owner)
 
 
-def to_array(t: Tensor, type: Any = None) -> Any:
+def to_array(t: Tensor, type: pa.DataType | None = None) -> pa.Array[Any]:
     """A ``pa.Array`` over a 1-d tensor, zero-copy (bool tensors as ``pa.bool8()``);
     an N-d tensor gives a FixedShapeTensorArray. ``type=pa.bool_()`` for a bool
     tensor is the one explicit copy (Arrow's bools are bit-packed); another
     ``type`` casts (a copy). ValueError for layouts Arrow cannot express."""
-    import pyarrow as pa
+    pa = _pyarrow("to_array()")
 
     if type is not None and t._dtype is _dtypes.bool and pa.types.is_boolean(type):
         return pa.array(t.numpy(), type=pa.bool_())
@@ -229,11 +234,11 @@ def to_array(t: Tensor, type: Any = None) -> Any:
     return out
 
 
-def to_tensor(t: Tensor) -> Any:
+def to_tensor(t: Tensor) -> pa.Tensor:
     """A ``pa.Tensor`` sharing the tensor's memory (strides kept). ValueError for
     negative strides, which pa.Tensor cannot hold; TypeError for bool (pa.Tensor
     would silently turn it into uint8: view as uint8 explicitly)."""
-    import pyarrow as pa
+    pa = _pyarrow("to_tensor()")
 
     if t._dtype is _dtypes.bool:
         raise TypeError("pa.Tensor has no bool type; export t.view(bridge.uint8) explicitly")
@@ -242,11 +247,11 @@ def to_tensor(t: Tensor) -> Any:
     return pa.Tensor.from_numpy(np.asarray(t))
 
 
-def to_fixed_shape_tensor(t: Tensor, dim_names: list[str] | None = None) -> Any:
+def to_fixed_shape_tensor(t: Tensor, dim_names: list[str] | None = None) -> pa.FixedShapeTensorArray[Any]:
     """A ``pa.FixedShapeTensorArray`` over a batch of tensors (first dim = batch),
     zero-copy; element dims stored in a permuted dense order are exported with
     the extension's ``permutation``. ``dim_names`` name the element dims."""
-    import pyarrow as pa
+    pa = _pyarrow("to_fixed_shape_tensor()")
 
     if t.ndim < 2:
         raise ValueError("to_fixed_shape_tensor() needs a batch: a tensor of at least 2 dims")

@@ -6,7 +6,6 @@ the tensor with the one C constructor (``_C.from_memory``)."""
 from __future__ import annotations
 
 import ctypes
-import json
 import operator
 from typing import Any
 
@@ -25,6 +24,7 @@ from bridge.interop.arrow.types import (
     _FST,
     _decode_metadata,
     _primitive,
+    _pyarrow,
     _type_name,
 )
 
@@ -135,6 +135,8 @@ def _tensor_from(
 def _fst_layout(ext: dict[bytes, bytes], size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(element shape, element strides) of an ``arrow.fixed_shape_tensor`` with
     ``size`` values per row; ValueError for metadata that does not describe one."""
+    import json  # here, not at the top: `import bridge` stays without json
+
     try:
         meta = json.loads(ext.get(_EXT_META, b"{}"))
         phys = tuple(operator.index(s) for s in meta["shape"])
@@ -288,7 +290,7 @@ def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -
 
 
 def _from_pyarrow(obj: Any, *, copy: bool, with_mask: bool) -> Any:
-    import pyarrow as pa
+    pa = _pyarrow("from_arrow() of a pyarrow object")
 
     if isinstance(obj, pa.Buffer):
         return _from_buffer(obj)

@@ -21,7 +21,7 @@ from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop.arrow import imports as _imports  # noqa: F401 (registers from_arrow's general path)
 from bridge.interop.arrow.export import to_array, to_fixed_shape_tensor
-from bridge.interop.arrow.types import COLUMN_NAME
+from bridge.interop.arrow.types import COLUMN_NAME, _pyarrow
 
 _FORMATS = ("file", "stream")
 _FILE_MAGIC = b"ARROW1"
@@ -150,7 +150,7 @@ def _column(name: str, t: Tensor, dim_names: list[str] | None) -> Any:
 
 @contextlib.contextmanager
 def _open_sink(sink: Any) -> Iterator[Any]:
-    import pyarrow as pa
+    pa = _pyarrow("write_ipc()")
 
     if isinstance(sink, (str, os.PathLike)):
         with pa.OSFile(os.fsdecode(sink), "wb") as f:
@@ -209,7 +209,7 @@ def write_ipc(
     ``format``, no tensors, 0-d tensors, first dims that differ, device memory
     and ``dim_names`` that do not fit, or a NativeFile open for reading.
     """
-    import pyarrow as pa
+    pa = _pyarrow("write_ipc()")
 
     fmt = _check_format(format, allow_none=False)
     named = _named_tensors(tensors)
@@ -244,7 +244,7 @@ def _reader_format(f: Any) -> str:
 
 
 def _read_all(f: Any, fmt: str | None) -> Any:
-    import pyarrow as pa
+    pa = _pyarrow("read_ipc()")
 
     if fmt is None:
         fmt = _reader_format(f)
@@ -253,7 +253,7 @@ def _read_all(f: Any, fmt: str | None) -> Any:
 
 
 def _read_table(source: Any, fmt: str | None, memory_map: bool) -> Any:
-    import pyarrow as pa
+    pa = _pyarrow("read_ipc()")
 
     if isinstance(source, (str, os.PathLike)):
         path = os.fsdecode(source)

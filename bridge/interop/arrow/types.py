@@ -3,7 +3,6 @@ and the names pyarrow prints for Arrow types (used in messages)."""
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
 
@@ -26,6 +25,25 @@ _ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
 _DTYPE_BY_FORMAT: dict[str, _dtypes.dtype] = {
     d.arrow_format: d for d in _dtypes.all_dtypes() if d.arrow_format and d is not _dtypes.bool
 }
+
+
+
+
+def _pyarrow(user: str) -> Any:
+    """The pyarrow module, imported on first use, for the helper named ``user``.
+
+    pyarrow is the optional ``arrow`` extra: the C Data Interface
+    (``__arrow_c_array__``, ``from_arrow`` of capsules) works without it, so
+    only the helpers that make or read pyarrow objects ask for it here.
+    Raises ImportError naming the extra when it is not installed.
+    """
+    try:
+        import pyarrow
+    except ImportError as e:
+        raise ImportError(
+            f"{user} needs pyarrow, which is not installed: pip install dlpack-bridge[arrow]"
+        ) from e
+    return pyarrow
 
 
 # ------------------------------------------------------------- metadata
@@ -113,6 +131,8 @@ def _type_name(schema: Any) -> str:
     if ext == _BOOL8:
         return "bool8"
     if ext == _FST and fmt.startswith("+w:") and children:
+        import json  # here, not at the top: `import bridge` stays without json
+
         try:
             shape = json.loads(_decode_metadata(meta).get(_EXT_META) or b"{}").get("shape")
         except (ValueError, AttributeError):
@@ -135,6 +155,8 @@ def _same_type(a: Any, b: Any) -> bool:
     if ea.get(_EXT_NAME) != eb.get(_EXT_NAME):
         return False
     if ea.get(_EXT_NAME) == _FST:
+        import json  # here, not at the top: `import bridge` stays without json
+
         ma, mb = (json.loads(e.get(_EXT_META) or b"{}") for e in (ea, eb))
         if ma.get("shape") != mb.get("shape") or (ma.get("permutation") or None) != (
             mb.get("permutation") or None
