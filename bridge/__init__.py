@@ -13,6 +13,8 @@ the conformance checks, the CLI and the pytest plugin). The modules
 ``bridge.conformance`` are the public names of the protocol and kit modules.
 """
 
+from typing import TYPE_CHECKING
+
 from bridge.core.device import device
 from bridge.core.dtypes import (
     all_dtypes,
@@ -128,6 +130,9 @@ from bridge.interop.dlpack import from_dlpack, to_dlpack
 from bridge.interop.numpy import from_numpy, frombuffer
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what __getattr__ loads lazily, as a type checker should see it
+    from bridge.kit.conformance import check
 
 
 def __getattr__(name: str) -> object:

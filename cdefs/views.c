@@ -461,8 +461,12 @@ static PyObject *tensor_is_contiguous(TensorObject *t, PyObject *const *args, Py
                                       PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   if (nargs + nkw > 1) return PyErr_Format(PyExc_TypeError, "is_contiguous() takes at most 1 argument");
+  if (nkw && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "memory_format") != 0)
+    return PyErr_Format(PyExc_TypeError, "is_contiguous() got an unexpected keyword argument '%U'",
+                        PyTuple_GET_ITEM(kwnames, 0));
   PyObject *fmt = nargs + nkw ? args[0] : NULL;
-  if (fmt == NULL || fmt == registered_contiguous_format())
+  /* None means contiguous_format: it lets the text signature show a default */
+  if (fmt == NULL || fmt == Py_None || fmt == registered_contiguous_format())
     return PyBool_FromLong(bridge_is_contiguous(t->ndim, t->shape, t->strides));
   return call_method1((PyObject *)t, "_is_contiguous_slow", fmt);
 }
@@ -516,8 +520,8 @@ PyMethodDef bridge_view_methods[] = {
          "select($self, dim, index, /)\n--\n\nThe view at index along dim, with that dim removed."),
     {"is_contiguous", (PyCFunction)(void (*)(void))tensor_is_contiguous,
      METH_FASTCALL | METH_KEYWORDS,
-     "is_contiguous($self, memory_format=bridge.contiguous_format)\n--\n\nWhether the strides "
-     "are those of memory_format (PyTorch's rule: size-1 dims may have any stride and empty "
+     "is_contiguous($self, memory_format=None)\n--\n\nWhether the strides "
+     "are those of memory_format (None: contiguous_format; PyTorch's rule: size-1 dims may have any stride and empty "
      "tensors are contiguous)."},
     {NULL, NULL, 0, NULL},
 };

@@ -25,7 +25,7 @@ from bridge.core.native import _C, _drivers
 # Python 3.11's inspect accepts only literal defaults in a text signature; these
 # defaults are memory_format objects, so the signature is the docstring's first
 # line (as torch writes it for the same methods) and inspect cannot parse it.
-NON_LITERAL_DEFAULT = {"TensorBase.is_contiguous", "TensorBase._check_bounds"}
+NON_LITERAL_DEFAULT = {"TensorBase._check_bounds"}
 
 
 def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:

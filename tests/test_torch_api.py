@@ -527,3 +527,11 @@ def test_clone_takes_memory_format_none_as_torch_does(torch):
     got, want = t.clone(memory_format=None), ref.clone(memory_format=None)
     assert got.stride() == want.stride() and got.tolist() == want.tolist()
     assert got.data_ptr() != t.data_ptr()
+
+
+def test_is_contiguous_takes_none_and_refuses_unknown_keywords(torch):
+    t = bridge.arange(6).view(2, 3)
+    assert t.is_contiguous(None) is True and t.t().is_contiguous(memory_format=None) is False
+    assert t.t().is_contiguous(bridge.contiguous_format) is torch.arange(6).view(2, 3).t().is_contiguous()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'format'"):
+        t.is_contiguous(format=bridge.contiguous_format)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
@@ -339,7 +339,11 @@ class Tensor(_C.TensorBase):
         np.copyto(out._np_view(), self._np_view(), casting="unsafe")
         return out
 
-    def type(self, dtype: Any = None) -> Any:
+    @overload
+    def type(self, dtype: None = None) -> str: ...
+    @overload
+    def type(self, dtype: _dtypes.dtype | str) -> Tensor: ...
+    def type(self, dtype: _dtypes.dtype | str | None = None) -> str | Tensor:
         """The dtype's name when called without arguments, else ``to(dtype)``."""
         if dtype is None:
             return f"bridge.{self._dtype.name}"

@@ -43,3 +43,10 @@ assert_type(bridge.arrow.to_fixed_shape_tensor(t), pa.FixedShapeTensorArray[Any]
 def test_producer(dlpack_conformance: ConformanceCheck) -> None:
     report = dlpack_conformance(lambda: np.arange(6))
     assert_type(report, Report)
+
+
+assert_type(bridge.check(lambda: np.arange(6)), Report)
+assert_type(bridge.to_dlpack(t), CapsuleType)
+assert_type(t.type(), str)
+assert_type(t.type(bridge.float64), bridge.Tensor)
+assert_type(t.is_contiguous(), bool)
