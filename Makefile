@@ -21,10 +21,11 @@ $(STAMP): $(BIN)/python pyproject.toml $(C_SOURCES)
 install: $(STAMP)
 
 # The main job: a short checked tour, then the interop matrix over every
-# framework installed in .venv (a few minutes; `python -m bridge matrix --help`).
+# framework installed in .venv (a few minutes; `python -m bridge matrix --help`),
+# with its HTML report written to build/matrix.html (the command prints the path).
 run: $(STAMP)
 	$(BIN)/python -m bridge tour
-	$(BIN)/python -m bridge matrix
+	$(BIN)/python -m bridge matrix --html build/matrix.html
 
 # tests/test_docs_site.py builds the docs site itself and opens it in
 # headless Chromium, so the tests need the docs tools and the browser.

@@ -203,7 +203,7 @@ void bridge_py_leave(bridge_py_entry *e);
 enum {
   STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
   STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
-  STAT_COUNT
+  STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COUNT
 };
 extern uint64_t bridge_stats_counters[STAT_COUNT];
 #define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)

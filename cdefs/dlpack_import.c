@@ -364,6 +364,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
       bridge_restore_error(exc);
       return NULL;
     }
+    BUMP(STAT_API_IMPORTS);
     return bridge_dlpack_adopt(m, 1);
   }
   PyObject *exc = bridge_fetch_error();

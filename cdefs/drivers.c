@@ -143,6 +143,34 @@ static PyObject *py_api_to_object(PyObject *mod, PyObject *const *args, Py_ssize
   return (PyObject *)out;
 }
 
+/* api_convert(src_api, dst_api, obj): obj handed from one library to another
+ * through their exchange APIs alone, no capsule and no Python method: the
+ * source's managed_tensor_from_py_object_no_sync, then the destination's
+ * managed_tensor_to_py_object_no_sync, which takes ownership. When the
+ * destination fails the tensor is still ours, and its deleter runs here. */
+static PyObject *py_api_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3) return PyErr_Format(PyExc_TypeError, "api_convert(src_api, dst_api, obj)");
+  DLPackExchangeAPI *src = api_of(args[0]), *dst = src ? api_of(args[1]) : NULL;
+  if (src == NULL || dst == NULL) return NULL;
+  if (src->header.version.major != DLPACK_MAJOR_VERSION || dst->header.version.major != DLPACK_MAJOR_VERSION)
+    return PyErr_Format(PyExc_BufferError, "exchange API major versions %u and %u: only %d is known",
+                        src->header.version.major, dst->header.version.major, DLPACK_MAJOR_VERSION);
+  if (src->managed_tensor_from_py_object_no_sync == NULL || dst->managed_tensor_to_py_object_no_sync == NULL)
+    return PyErr_Format(PyExc_BufferError, "an exchange API lacks the functions a conversion needs");
+  DLManagedTensorVersioned *m = NULL;
+  if (src->managed_tensor_from_py_object_no_sync((void *)args[2], &m) != 0 || m == NULL)
+    return api_failed("managed_tensor_from_py_object_no_sync");
+  void *out = NULL;
+  if (dst->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
+    PyObject *exc = bridge_fetch_error();
+    if (m->deleter) m->deleter(m);
+    bridge_restore_error(exc);
+    return api_failed("managed_tensor_to_py_object_no_sync");
+  }
+  return (PyObject *)out;
+}
+
 /* api_peek(api, obj) -> (data, device_type, device_id, ndim, code, bits, lanes,
  *   shape, strides or None, byte_offset, shape address, strides address) */
 static PyObject *py_api_peek(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
@@ -238,6 +266,9 @@ static PyMethodDef driver_functions[] = {
     FAST("api_to_object", py_api_to_object,
          "api_to_object(api, tensor, /)\n--\n\nbridge's export of the tensor handed to the exchange "
          "API's managed_tensor_to_py_object_no_sync."),
+    FAST("api_convert", py_api_convert,
+         "api_convert(src_api, dst_api, obj, /)\n--\n\nobj handed from one exchange API to another: "
+         "the source's managed_tensor_from_py_object_no_sync, then the destination's to_py_object."),
     FAST("api_peek", py_api_peek,
          "api_peek(api, obj, /)\n--\n\nThe DLTensor fields the exchange API reads from obj, as a tuple."),
     FAST("api_alloc", py_api_alloc,

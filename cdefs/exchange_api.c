@@ -21,6 +21,7 @@ static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   void *block = bridge_dlpack_build((TensorObject *)obj, 0, 1);
   if (block == NULL) return -1;
   *out = (DLManagedTensorVersioned *)block;
+  BUMP(STAT_API_EXPORTS);
   return 0;
 }
 

@@ -76,7 +76,8 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
   (void)unused;
   static const char *keys[STAT_COUNT] = {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
-      "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases"};
+      "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
+      "api_exports", "api_imports"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
@@ -91,7 +92,9 @@ static PyMethodDef core_functions[] = {
      "_register(name, obj, /)\n--\n\nHand the C core a class, object or policy function (private)."},
     {"stats", (PyCFunction)py_stats, METH_NOARGS,
      "stats()\n--\n\nCounters kept in C: DLPack exports and their deleters run, imports and their "
-     "guards released, test-deleter calls, and the same for Arrow."},
+     "guards released, test-deleter calls, the same for Arrow, and the DLPack exchanges that went through the C "
+     "exchange API (api_exports: a consumer read a bridge tensor through it; api_imports: bridge "
+     "read a producer's)."},
     {NULL, NULL, 0, NULL},
 };
 

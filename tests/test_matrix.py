@@ -31,7 +31,10 @@ def test_known_refusals():
     pytest.importorskip("jax")
     pytest.importorskip("pyarrow")
     jax_cell = one("numpy", "jax", "dlpack", layout="stepped")
-    assert jax_cell.verdict == "refused" and "strid" in jax_cell.detail.lower()
+    # jax refuses strided input, but with its own JaxRuntimeError: the array
+    # API's exception types are BufferError/TypeError/ValueError.
+    assert (jax_cell.verdict, jax_cell.rule) == ("violation", "exceptions"), jax_cell
+    assert "JaxRuntimeError" in jax_cell.detail
     arrow_bool = one("pyarrow", "bridge", "dlpack", dtype="bool")
     assert arrow_bool.verdict == "refused"
     assert one("pyarrow", "bridge", "arrow", dtype="bool").verdict == "refused"  # bit-packed
@@ -41,8 +44,11 @@ def test_read_only_is_checked():
     ro = one("numpy", "bridge", "dlpack", readonly=True)
     assert ro.verdict == "zero-copy"
     pytest.importorskip("torch")
+    # torch imports read-only memory as a writable tensor: a write through it
+    # lands in the read-only NumPy array (the read-only rule).
     lost = one("numpy", "torch", "dlpack", readonly=True)
-    assert lost.verdict in ("zero-copy", "copy") and "read-only lost" in lost.detail
+    assert (lost.verdict, lost.rule) == ("violation", "read-only"), lost
+    assert "changed the read-only source" in lost.detail
 
 
 def test_not_made_cases_are_na():
@@ -102,8 +108,8 @@ def test_cli_json_and_filters():
     [
         ("--dtype", "float33", "bool, uint8"),
         ("--producer", "numpy,nump", "bridge, numpy, torch"),
-        ("--consumer", "tensorflow", "bridge, numpy, torch"),
-        ("--protocol", "dlpak", "dlpack, array-interface"),
+        ("--consumer", "tensorflo", "bridge, numpy, torch"),
+        ("--protocol", "dlpak", "dlpack, dlpack-c-api, dlpack-copy"),
     ],
 )
 def test_cli_rejects_unknown_names_listing_the_valid_ones(option, value, valid):
@@ -129,7 +135,10 @@ def test_every_bridge_dtype_is_a_matrix_dtype():
     assert set(matrix.DTYPES) == {d.name for d in bridge.all_dtypes()}
     for dt in ("float8_e4m3fn", "float4_e2m1fn", "uint32", "complex128"):
         cell = one("bridge", "numpy", "dlpack", dtype=dt)
-        assert cell.verdict in ("zero-copy", "refused"), cell
+        # NumPy refuses the dtypes it lacks with RuntimeError (the exceptions
+        # rule: BufferError is the spec's type); NumPy's failing, not bridge's.
+        assert cell.verdict in ("zero-copy", "refused") or cell.rule == "exceptions", cell
+        assert not bridge_at_fault(cell)
     # NumPy's DLPack export has no float8: its refusal is recorded as such
     cell = one("numpy", "bridge", "dlpack", dtype="float8_e5m2")
     assert cell.verdict == "refused" and "DLPack only supports" in cell.detail
@@ -144,7 +153,7 @@ def test_a_child_that_floods_stderr_does_not_hang_the_runner():
     code = (
         "import sys, json, dataclasses, bridge.kit.matrix_run as m\n"
         "sys.stderr.write('x' * (4 << 20)); sys.stderr.flush()\n"
-        "m.worker(json.loads(sys.stdin.read()))\n"
+        "m.worker(**json.loads(sys.stdin.read()))\n"
     )
     out: list = []
     th = threading.Thread(target=lambda: out.append(matrix_run.run_worker(cells, None, code)), daemon=True)

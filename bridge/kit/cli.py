@@ -124,6 +124,16 @@ def _role_text(m: re.Match[str]) -> str:
     return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help, wrapped at spaces only: names such as
+    ``cuda-array-interface`` and ``dlpack-copy`` are never split at a hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def plain(text: str) -> str:
     """``text`` (reStructuredText from a docstring) as the plain text a terminal
     shows: ``x`` becomes x and :func:`a.b` becomes a.b (:func:`~a.b`: b)."""
@@ -149,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="bridge", description=plain(__doc__ or ""),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="{tour,check,matrix}")
     # One parser per subcommand, each with set_defaults(run=handler(args) -> exit code).

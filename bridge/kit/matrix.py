@@ -33,9 +33,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import importlib.metadata
 import json
+import platform
+import shlex
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TextIO
 
 from bridge.kit.matrix_cell import run_cell as run_cell
 from bridge.kit.matrix_grid import (
@@ -50,9 +57,10 @@ from bridge.kit.matrix_grid import (
 )
 from bridge.kit.matrix_grid import VERDICTS as VERDICTS
 from bridge.kit.matrix_grid import iter_cells as iter_cells
+from bridge.kit.matrix_html import write_html
 from bridge.kit.matrix_peers import Consumer as Consumer
 from bridge.kit.matrix_peers import NotMade as NotMade
-from bridge.kit.matrix_peers import consumers
+from bridge.kit.matrix_peers import consumer_entries, consumers
 from bridge.kit.matrix_peers import produce as produce
 from bridge.kit.matrix_peers import reference as reference
 from bridge.kit.matrix_run import plan, run_matrix
@@ -75,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bridge matrix``: run the matrix and print it. Exit code 1
     only for bridge's own failures (violations or crashes in cells where
     bridge produces or consumes)."""
-    ap = argparse.ArgumentParser(prog="bridge matrix", description=__doc__.split("\n\n")[0])
+    from bridge.kit.cli import HelpFormatter
+
+    ap = argparse.ArgumentParser(prog="bridge matrix", description=__doc__.split("\n\n")[0],
+                                 formatter_class=HelpFormatter)  # fmt: skip
     ap.add_argument("--producer", action="append",
                     help=f"only these producers (comma-separated), from {', '.join(PEERS)}")  # fmt: skip
     ap.add_argument("--consumer", action="append",
@@ -86,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the cells as JSON on stdout")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown report")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--html", metavar="PATH",
+                    help="also write the report as one self-contained HTML page to PATH")  # fmt: skip
     ap.add_argument("--list", action="store_true",
                     help="list the valid peer, protocol and dtype names, and which peers are installed")  # fmt: skip
     args = ap.parse_args(argv)
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen[option] = names
     producers = [p for p in (chosen["producer"] or PEERS) if available(p)]
     wanted_consumers = set(chosen["consumer"] or PEERS)
-    cons = [c for c in consumers() if c.peer in wanted_consumers]
+    cons = consumer_entries(wanted_consumers)  # planned without importing any peer here
     dtypes = chosen["dtype"] or list(DEFAULT_DTYPES)
     cells = plan(producers, cons, dtypes, chosen["protocol"])
     results = _run_with_progress(cells, quiet=args.no_progress or args.json or args.markdown)
@@ -113,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         print(to_markdown(results), end="")
     else:
         print_table(results)
+    if args.html:
+        # On stdout after the table; on stderr when stdout is JSON or Markdown, which it would spoil.
+        print(f"HTML report: {write_html(results, args.html, meta=report_meta(argv))}",
+              file=sys.stderr if args.json or args.markdown else sys.stdout)  # fmt: skip
     own = [c for c in results if bridge_at_fault(c)]
     if own and not (args.json or args.markdown):
         print(f"{len(own)} cells are bridge's own failures", file=sys.stderr)
@@ -128,26 +145,102 @@ def names_listing() -> str:
             f"default dtypes: {', '.join(DEFAULT_DTYPES)}")  # fmt: skip
 
 
+def _version(peer: str, distributions: Mapping[str, list[str]]) -> str:
+    """The installed version of ``peer``: its distribution is the peer's name
+    or the one that installs a module of that name (paddle: paddlepaddle)."""
+    for name in (peer, *distributions.get(peer, ())):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "version unknown"
+
+
+def report_meta(argv: list[str] | None = None) -> dict[str, str]:
+    """What the HTML report says about the run: the command, the date, the
+    machine, Python, and the version of each installed peer."""
+    args = sys.argv[1:] if argv is None else argv
+    meta = {
+        "command": "python -m bridge matrix " + shlex.join(args) if args else "python -m bridge matrix",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.system()} {platform.machine()} ({platform.node()})",
+        "python": platform.python_version(),
+    }
+    distributions = importlib.metadata.packages_distributions()
+    meta["peers"] = ", ".join(f"{p} {_version(p, distributions)}" for p in PEERS if available(p))
+    return meta
+
 
 def _run_with_progress(cells: list[Cell], quiet: bool) -> list[Cell]:
-    if quiet or not sys.stderr.isatty():
-        return run_matrix(cells, _dots(len(cells)) if not quiet else None)
+    if quiet:
+        return run_matrix(cells)
+    if not sys.stderr.isatty():
+        return run_matrix(cells, ProgressLines(len(cells)))
     try:
-        from rich.progress import Progress
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
     except ImportError:
-        return run_matrix(cells, _dots(len(cells)))
-    with Progress(transient=True) as bar:
+        return run_matrix(cells, ProgressLines(len(cells)))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+               TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left"))  # fmt: skip
+    with Progress(*columns, transient=True) as bar:
         task = bar.add_task("exchanging", total=len(cells))
         return run_matrix(cells, lambda c: bar.advance(task))
 
 
-def _dots(total: int) -> Callable[[Cell], None]:
-    seen = iter(range(1, total + 1))
+def _duration(seconds: float) -> str:
+    """``"40 s"``, ``"2 min"``, ``"1 h 05 min"``: a time for a person, as precise as it needs to be."""
+    seconds = max(seconds, 0.0)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min"
+    hours, rest = divmod(round(seconds / 60), 60)
+    return f"{hours} h {rest:02d} min"
 
-    def tick(cell: Cell) -> None:
-        n = next(seen, total)
-        if n % 500 == 0 or n == total:
-            print(f"  {n}/{total} cells", file=sys.stderr, flush=True)
 
-    return tick
+class ProgressLines:
+    """The progress for a log (no terminal): called once per finished cell
+    (from the runner's threads), it prints ``  1234/5000 cells, 40 s elapsed,
+    about 2 min left`` to ``stream`` (default stderr) every 5% of the cells or
+    every ``every_s`` seconds, whichever comes first, and once at the end.
+    The time left is the elapsed time per cell so far times the cells left."""
 
+    def __init__(self, total: int, every_s: float = 10.0, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.total = total
+        self.every_s = every_s
+        self.stream = stream
+        self.clock = clock
+        self.start = clock()
+        self.done = 0
+        self._step = max(total // 20, 1)
+        self._last_n = 0
+        self._last_t = self.start
+        self._lock = threading.Lock()
+
+    def line(self, done: int, elapsed: float) -> str:
+        """The progress line for ``done`` cells after ``elapsed`` seconds."""
+        text = f"  {done}/{self.total} cells, {_duration(elapsed)} elapsed"
+        if done >= self.total:
+            return text + ", done"
+        if done == 0:
+            return text
+        return text + f", about {_duration(elapsed / done * (self.total - done))} left"
+
+    def __call__(self, cell: Cell) -> None:
+        with self._lock:
+            self.done += 1
+            now = self.clock()
+            due = (self.done - self._last_n >= self._step or now - self._last_t >= self.every_s
+                   or self.done == self.total)  # fmt: skip
+            if not due:
+                return
+            self._last_n, self._last_t = self.done, now
+            print(self.line(self.done, now - self.start), file=self.stream or sys.stderr, flush=True)

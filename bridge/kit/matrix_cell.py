@@ -23,11 +23,11 @@ from bridge.kit.matrix_peers import Consumer, NotMade, arrow_address, produce
 
 __all__ = ["run_cell"]
 
-# Exceptions a consumer may raise to refuse an exchange (BufferError, TypeError,
-# ValueError, NotImplementedError and RuntimeError are the DLPack / array API /
-# Arrow choices; jax raises its own runtime error).
-_REFUSALS = (BufferError, TypeError, ValueError, NotImplementedError, RuntimeError)
-
+# The types a refusal may have (the array API's Raises for from_dlpack and
+# __dlpack__, PEP 3118's BufferError; subclasses such as pyarrow's ArrowInvalid
+# count as their base). The Arrow PyCapsule interface names no exception
+# types, so an Arrow consumer may refuse with any.
+_REFUSALS = (BufferError, TypeError, ValueError)
 
 def _producer_address(obj: Any) -> int | None:
     for probe in (
@@ -71,17 +71,102 @@ def _counters() -> tuple[int, int, int, int]:
             s["arrow_exports"] - s["arrow_releases"], s["arrow_imports"] - s["arrow_import_releases"])  # fmt: skip
 
 
+def _has_dlpack(o: Any) -> bool:
+    return hasattr(o, "__dlpack__")
+
+
 _SPEAKS: dict[str, Callable[[Any], bool]] = {
-    "dlpack": lambda o: hasattr(o, "__dlpack__"),
+    "dlpack": _has_dlpack,
+    "dlpack-copy": _has_dlpack,
+    "dlpack-device": _has_dlpack,
+    "dlpack-c-api": lambda o: hasattr(type(o), "__dlpack_c_exchange_api__"),
     "arrow": lambda o: any(hasattr(o, m) for m in (
         "__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")),
     "cuda-array-interface": lambda o: hasattr(o, "__cuda_array_interface__"),
 }  # fmt: skip
 
+# A keyword the producer's __dlpack__ does not take shows as a TypeError
+# naming it: the array API (2023.12) makes dl_device and copy part of the method.
+_KEYWORD_RULES = {"dlpack-copy": "copy", "dlpack-device": "dl_device"}
+
+
+def _violate(cell: Cell, rule: str, detail: str) -> Cell:
+    cell.verdict, cell.rule, cell.detail = "violation", rule, detail
+    return cell
+
+
+def _values_rule(cell: Cell) -> str:
+    if cell.layout in ("0-d", "zero-size"):
+        return "shape"
+    return "values" if cell.layout == "contiguous" else "strides"
+
+
+class _DlpackCalls:
+    """Counts calls of ``type(obj).__dlpack__`` while a counting wrapper is
+    installed on the type (where the type lets its attributes be set: Python
+    classes, bridge's and torch's among them), to tell which DLPack path a
+    consumer took."""
+
+    def __init__(self, obj: Any) -> None:
+        self.calls = 0
+        self.installed = False
+        self.cls = type(obj)
+        self.own = "__dlpack__" in self.cls.__dict__
+        orig = getattr(self.cls, "__dlpack__", None)
+        self.orig = orig
+        if orig is None:
+            return
+
+        def counted(this: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return orig(this, *args, **kwargs)
+
+        try:
+            self.cls.__dlpack__ = counted  # type: ignore[attr-defined]
+            self.installed = True
+        except (TypeError, AttributeError):  # a C type with an immutable dict
+            pass
+
+    def remove(self) -> None:
+        """Put the type's own ``__dlpack__`` back."""
+        if self.installed:
+            if self.own:
+                self.cls.__dlpack__ = self.orig  # type: ignore[attr-defined]
+            else:
+                del self.cls.__dlpack__  # type: ignore[attr-defined]
+            self.installed = False
+
+
+def _api_counters() -> tuple[int, int]:
+    if "bridge" not in sys.modules:
+        return (0, 0)
+    from bridge.core.native import _C
+
+    s = _C.stats()
+    return s["api_exports"], s["api_imports"]
+
+
+def _path(cell: Cell, obj: Any, calls: _DlpackCalls, api_before: tuple[int, int]) -> str:
+    if _api_counters() != api_before or (cell.protocol == "dlpack-c-api" and cell.consumer != "tvm_ffi"):
+        return "exchange-api"
+    if calls.calls or not hasattr(type(obj), "__dlpack_c_exchange_api__"):
+        return "__dlpack__"  # (a type without the API has no other DLPack path)
+    if cell.consumer == "tvm_ffi":
+        return "exchange-api"  # tvm_ffi.from_dlpack reads the type's API whenever it has one
+    if calls.installed and hasattr(type(obj), "__dlpack_c_exchange_api__"):
+        return "exchange-api"  # __dlpack__ was not asked, and the type has the API
+    return ""
+
+
+def _poke_value(expected: np.ndarray[Any, Any]) -> Any:
+    first = expected[(0,) * expected.ndim]
+    return (not bool(first)) if expected.dtype == bool else (first + 1).item()
+
 
 def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None = None) -> Cell:
-    """Run one exchange and fill in its verdict and detail (``on_made`` is
-    called once the producer has made its object, before the consumer runs)."""
+    """Run one exchange and fill in its verdict, detail, rule and path
+    (``on_made`` is called once the producer has made its object, before the
+    consumer runs)."""
     try:
         obj, expected = produce(cell.producer, cell.dtype, cell.layout, cell.readonly)
     except NotMade as e:
@@ -102,26 +187,78 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     src_addr = _producer_address(obj)
     gc.collect(0)  # settle earlier cells' objects before counting this one's
     before = _counters()
+    api_before = _api_counters()
+    calls = _DlpackCalls(obj) if cell.protocol.startswith("dlpack") else None
     try:
         result = consumer.take(obj)
-    except _REFUSALS as e:
-        cell.verdict, cell.detail = "refused", f"{type(e).__name__}: {str(e)[:120]}"
+    except Exception as e:
+        return _refusal(cell, e)
+    finally:
+        if calls is not None:
+            calls.remove()
+    if calls is not None:
+        cell.path = _path(cell, obj, calls, api_before)
+    judged = _judge(cell, consumer, obj, result, expected, src_addr)
+    del result  # the producer stays alive: only the consumer's references must go
+    if judged.verdict == "violation":
+        return judged
+    gc.collect(0)
+    after = _counters()
+    for _ in range(20):  # some consumers (jax) free their buffers asynchronously
+        if after == before:
+            break
+        time.sleep(0.005)
+        gc.collect()
+        after = _counters()
+    if after != before:
+        rule = "arrow-release" if cell.protocol == "arrow" else "deleter"
+        return _violate(cell, rule, f"bridge deleters unbalanced after the consumer died: {before} -> {after}")
+    return cell
+
+
+def _refusal(cell: Cell, e: Exception) -> Cell:
+    """A consumer's exception: a refusal of an allowed type, or a violation of
+    the exceptions rule (or of the keyword's rule, for a keyword the producer
+    does not take)."""
+    kind, text = type(e).__name__, str(e).splitlines()[0][:120] if str(e) else ""
+    keyword = _KEYWORD_RULES.get(cell.protocol)
+    if keyword and isinstance(e, TypeError) and keyword in text and "keyword" in text:
+        return _violate(cell, keyword, f"__dlpack__ does not take {keyword}=: {kind}: {text}")
+    if isinstance(e, _REFUSALS) or cell.protocol == "arrow":
+        cell.verdict, cell.detail = "refused", f"{kind}: {text}"
         return cell
-    except Exception as e:  # a refusal of an unexpected type (jax's runtime errors among them)
-        kind = type(e).__name__
-        allowed = "Jax" in kind or "Arrow" in kind or "Polars" in kind or "Compute" in kind
-        cell.verdict = "refused" if allowed else "violation"
-        cell.detail = f"{kind}: {str(e)[:120]}" if allowed else (
-            f"unexpected exception type {kind}: {str(e)[:100]}"
-        )
-        return cell
+    origin = _raised_in(e)
+    by = f" [raised by {cell.producer}]" if origin and origin == _top_module(cell.producer) else ""
+    return _violate(cell, "exceptions", f"refused with {kind}, not BufferError/TypeError/ValueError{by}: {text}")
+
+
+def _top_module(peer: str) -> str:
+    from bridge.kit.matrix_grid import _MODULE
+
+    return _MODULE.get(peer, peer).split(".")[0]
+
+
+def _raised_in(e: BaseException) -> str:
+    """The top-level package of the Python frame that raised ``e`` (empty when
+    unknown): a consumer passing on the producer's exception, as the array
+    API asks, is not the one that chose its type."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    name = str(tb.tb_frame.f_globals.get("__name__", "")) if tb is not None else ""
+    # The kit's own frames call the consumer: an exception raised in C shows there.
+    return "" if name.startswith("bridge.kit") else name.split(".")[0]
+
+
+def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.ndarray[Any, Any],
+           src_addr: int | None) -> Cell:  # fmt: skip
+    """The checks on a result the consumer returned, in the order the rules go."""
     try:
-        got = consumer.values(result)
+        got = np.asarray(consumer.values(result))
     except Exception as e:  # the exchange worked; the checker cannot read this result type
         cell.verdict = "unverified"
         cell.detail = f"result not readable by the checker: {type(e).__name__}: {str(e)[:80]}"
         return cell
-    got = np.asarray(got)
     if got.dtype == object and got.shape == () and expected.dtype != object:
         cell.verdict = "refused"
         cell.detail = "not an array to this consumer: it was wrapped as a Python object"
@@ -130,15 +267,21 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         # Arrow consumers without a tensor type take N-d input as a flat array.
         cell.detail = f"taken as a {got.ndim}-d array of {got.size} values"
         expected = expected.reshape(got.shape)
+    if consumer.dtype_of is not None and cell.protocol != "arrow":
+        try:
+            arrived = consumer.dtype_of(result)
+        except Exception:
+            arrived = cell.dtype
+        if arrived != cell.dtype:
+            return _violate(cell, "dtype", f"{cell.dtype} arrived as {arrived}")
+    if got.shape != expected.shape:
+        return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
-        cell.verdict, cell.detail = "violation", "values differ"
-        return cell
-    if cell.readonly and consumer.writable(result) and consumer.peer in ("numpy", "bridge"):
-        cell.verdict, cell.detail = "violation", "read-only source came back writable"
-        return cell
-    if cell.readonly and consumer.writable(result):
-        cell.detail = f"read-only lost: {consumer.peer} has no read-only tensors"
-    dst_addr = None
+        return _violate(cell, _values_rule(cell), "values differ")
+    if cell.readonly:
+        broken = _read_only_broken(cell, consumer, obj, result, expected)
+        if broken:
+            return broken
     try:
         dst_addr = consumer.address(result)
     except Exception:
@@ -151,21 +294,33 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.verdict = "unverified"
         cell.detail = cell.detail or "addresses not observable; values equal"
     elif dst_addr == src_addr:
+        if cell.protocol == "dlpack-copy":
+            return _violate(cell, "copy", "copy=True returned the producer's own memory")
         cell.verdict = "zero-copy"
     else:
         cell.verdict = "copy"
-    del result, got  # the producer stays alive: only the consumer's references must go
-    gc.collect(0)
-    after = _counters()
-    for _ in range(20):  # some consumers (jax) free their buffers asynchronously
-        if after == before:
-            break
-        time.sleep(0.005)
-        gc.collect()
-        after = _counters()
-    if after != before:
-        cell.verdict = "violation"
-        cell.detail = f"bridge deleters unbalanced after the consumer died: {before} -> {after}"
     return cell
 
 
+def _read_only_broken(cell: Cell, consumer: Consumer, obj: Any, result: Any,
+                      expected: np.ndarray[Any, Any]) -> Cell | None:  # fmt: skip
+    """The read-only rule: write one element through the consumer's result
+    with the consumer's own API; if that lands in the read-only source, the
+    consumer made it writable. (The matrix runs each producer in a child
+    process: a write that faults ends only this cell.)"""
+    if expected.size and consumer.poke is not None:
+        try:
+            consumer.poke(result, _poke_value(expected))
+        except Exception:
+            pass  # the consumer protected the memory (or cannot write at all): the rule holds
+        else:
+            if not _same(np.asarray(obj), expected):
+                return _violate(cell, "read-only",
+                                f"a write through {consumer.peer}'s result changed the read-only source")  # fmt: skip
+    if cell.protocol == "dlpack-copy":
+        return None  # a copy is new memory: writable is right
+    if consumer.writable(result) and consumer.peer in ("numpy", "bridge"):
+        return _violate(cell, "read-only", "read-only source came back writable")
+    if consumer.writable(result):
+        cell.detail = f"read-only lost: {consumer.peer} says its result is writable"
+    return None

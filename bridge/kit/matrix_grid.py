@@ -12,8 +12,8 @@ from typing import Any
 
 from bridge.core import dtypes as _dtypes
 
-__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "VERDICTS", "Cell",
-           "available", "bridge_at_fault", "iter_cells"]  # fmt: skip
+__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_PEERS", "VERDICTS", "Cell",
+           "available", "bridge_at_fault", "culprits", "iter_cells"]  # fmt: skip
 
 LAYOUTS = (
     "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "0-d", "zero-size",
@@ -22,11 +22,21 @@ LAYOUTS = (
 DTYPES = tuple(d.name for d in _dtypes.all_dtypes())
 # The default grid: one dtype of each kind the protocols treat differently.
 DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "complex64")
-PROTOCOLS = ("dlpack", "array-interface", "buffer", "arrow", "cuda-array-interface")
+# dlpack-c-api: the DLPack C exchange API both ways (the producer type's
+# managed_tensor_from_py_object_no_sync, the consumer's to_py_object or its
+# from_dlpack reading the API); dlpack-copy and dlpack-device: from_dlpack with
+# copy=True and with device="cpu" (the producer's __dlpack__ asked for copy /
+# dl_device).
+PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-interface", "buffer",
+             "arrow", "cuda-array-interface")  # fmt: skip
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
-         "pydlpack", "cupy")  # fmt: skip
+         "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
+         "tensorflow", "warp", "cupy")  # fmt: skip
+#: Peers of the ``heavy`` extra (not in make test's default install); the
+#: matrix uses them when they are installed.
+HEAVY_PEERS = ("tensorflow", "warp")
 # A peer's import name (by default, the peer's name).
-_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi"}
+_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core"}
 #: What a cell can end as; :mod:`bridge.kit.matrix` says what each means.
 VERDICTS = ("zero-copy", "copy", "unverified", "refused", "violation", "crash", "n/a")
 
@@ -43,6 +53,13 @@ class Cell:
     readonly: bool
     verdict: str = ""
     detail: str = ""
+    #: For a violation, the name of the rule it broke (a key of
+    #: :data:`bridge.kit.rules.RULES`); empty otherwise.
+    rule: str = ""
+    #: How the exchange went, where there is more than one way: ``"exchange-api"``
+    #: (the DLPack C exchange API, no capsule), ``"__dlpack__"`` (a capsule), or
+    #: empty where the protocol has one path.
+    path: str = ""
 
     @property
     def case(self) -> str:
@@ -78,7 +95,55 @@ def bridge_at_fault(cell: Cell) -> bool:
         return False
     if cell.detail.startswith("the producer crashed") and cell.producer != "bridge":
         return False
+    if cell.rule == "exceptions":
+        # The exception's type is the choice of whoever raised it: the
+        # producer, when the consumer passed its exception on.
+        return (cell.producer if "[raised by" in cell.detail else cell.consumer) == "bridge"
     return cell.consumer == "bridge" or (cell.producer == "bridge" and cell.consumer == "numpy")
+
+
+# Rules whose break may be the producer's export or the consumer's reading:
+# the reference consumers (NumPy, bridge) decide (see :func:`culprits`).
+_EITHER_SIDE = ("values", "strides", "shape", "dtype", "read-only")
+
+
+def culprits(cells: list[Cell]) -> list[str]:
+    """For each cell, the library held responsible for its crash or violation
+    ("" for the other verdicts):
+
+    - a crash making the case, or importing a library, is that library's; any
+      other crash is the consumer's;
+    - a refusal of the wrong type is the consumer's, unless it passed on the
+      producer's exception (``[raised by ...]``); a keyword ``__dlpack__``
+      does not take is the producer's;
+    - a write reaching read-only memory, copy=True sharing memory and
+      unbalanced deleters are the consumer's;
+    - values, strides, shape, dtype and read-only breaks are the producer's
+      when the reference consumers (NumPy and bridge) break the same rule on
+      the same case from it, else the consumer's.
+    """
+    reference = {(c.producer, c.dtype, c.layout, c.readonly, c.rule) for c in cells
+                 if c.verdict == "violation" and c.consumer in ("numpy", "bridge") and c.rule in _EITHER_SIDE}  # fmt: skip
+    out = []
+    for c in cells:
+        if c.verdict not in ("violation", "crash"):
+            out.append("")
+        elif c.verdict == "crash":
+            if c.detail.startswith("the producer crashed"):
+                out.append(c.producer)
+            elif c.detail.startswith("importing "):
+                out.append(c.detail.split()[1])
+            else:
+                out.append(c.consumer)
+        elif c.rule == "exceptions":
+            out.append(c.producer if "[raised by" in c.detail else c.consumer)
+        elif c.rule in ("dl_device", "copy") and "does not take" in c.detail:
+            out.append(c.producer)
+        elif c.rule in _EITHER_SIDE and (c.producer, c.dtype, c.layout, c.readonly, c.rule) in reference:
+            out.append(c.producer)
+        else:
+            out.append(c.consumer)
+    return out
 
 
 def iter_cells(cells: list[Cell], **where: Any) -> Iterator[Cell]:

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from bridge.core import dtypes as _dtypes
+from bridge.kit import matrix_frameworks as _frameworks
 from bridge.kit.matrix_grid import available
 
-__all__ = ["reference", "NotMade", "produce", "Consumer", "consumers", "arrow_address"]
+__all__ = ["reference", "NotMade", "produce", "Consumer", "consumers", "arrow_address", "CONSUMES", "Entry",
+           "consumer_entries"]
 
 
 def _np_dtype(name: str) -> Any:
@@ -101,6 +103,10 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
 
         if layout not in ("contiguous", "0-d", "zero-size"):
             raise NotMade("jax arrays are always compact")
+        import jax
+
+        if dtype in ("int64", "uint64", "float64", "complex128") and not jax.config.jax_enable_x64:
+            raise NotMade("jax makes 32-bit arrays unless jax_enable_x64 is set")
         return jnp.asarray(np.array(ref, copy=True)), ref.copy()  # (ascontiguousarray makes 0-d 1-d)
     if peer in ("pyarrow", "polars", "nanoarrow"):
         if layout != "contiguous" or dtype in ("bfloat16", "complex64"):
@@ -132,6 +138,11 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
         import cupy
 
         return cupy.asarray(ref), ref.copy()
+    if peer in _frameworks.NEW_PEERS:
+        case = _frameworks.Make(dtype, layout, ref, reference(dtype, "contiguous"), NotMade)
+        obj = _frameworks.produce(peer, case)
+        arrow_stream = peer in ("pandas", "xarray")
+        return obj, (np.ascontiguousarray(ref).reshape(-1) if arrow_stream else ref.copy())
     raise NotMade(f"unknown producer {peer}")
 
 
@@ -140,7 +151,12 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
 
 @dataclasses.dataclass
 class Consumer:
-    """How one library takes an object through one protocol, and how to inspect the result."""
+    """How one library takes an object through one protocol, and how to
+    inspect the result: its values, address, whether it says it is writable,
+    how to write one element through it with the library's own API
+    (``poke(result, value)``, None where the library has no way to write),
+    and its dtype as bridge names it (``dtype_of``, None: the dtype of the
+    values read back)."""
 
     peer: str
     protocol: str
@@ -148,6 +164,8 @@ class Consumer:
     values: Callable[[Any], np.ndarray[Any, Any]]
     address: Callable[[Any], int | None]
     writable: Callable[[Any], bool]
+    poke: Callable[[Any, Any], None] | None = None
+    dtype_of: Callable[[Any], str] | None = None
 
 
 def _np_address(a: Any) -> int:
@@ -159,6 +177,50 @@ def arrow_address(a: Any) -> int | None:
     offset), or None when it has no data buffer."""
     buf = a.buffers()[1]
     return None if buf is None else buf.address + a.offset * a.type.bit_width // 8
+
+
+#: The protocols each peer consumes through (the entries :func:`consumers`
+#: builds), known without importing the peer: the parent of the matrix's child
+#: processes plans with it and imports no peer library itself.
+CONSUMES: dict[str, tuple[str, ...]] = {
+    "bridge": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface", "arrow"),
+    "numpy": ("dlpack", "dlpack-copy", "dlpack-device", "array-interface", "buffer"),
+    "torch": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface"),
+    "jax": ("dlpack", "dlpack-copy", "dlpack-device"),
+    "pyarrow": ("arrow",),
+    "polars": ("arrow",),
+    "nanoarrow": ("arrow",),
+    "tvm_ffi": ("dlpack", "dlpack-c-api"),
+    "paddle": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface"),
+    "mlx": ("dlpack", "dlpack-copy", "buffer", "array-interface"),
+    "onnxruntime": ("dlpack",),
+    "array_api_strict": ("dlpack", "dlpack-copy", "dlpack-device", "buffer"),
+    "pandas": ("arrow",),
+    "xarray": ("array-interface",),
+    "tensorflow": ("dlpack",),
+    "warp": ("dlpack", "array-interface"),
+    "cupy": ("dlpack", "cuda-array-interface"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A consumer's name and protocol, without the library (for planning)."""
+
+    peer: str
+    protocol: str
+
+
+def consumer_entries(only: set[str] | None = None) -> list[Entry]:
+    """The (peer, protocol) consumer entries of the installed peers (of the
+    ``only`` peers, when given), without importing any of them."""
+    return [Entry(peer, proto) for peer, protos in CONSUMES.items()
+            if (only is None or peer in only) and available(peer) for proto in protos]  # fmt: skip
+
+
+def _set_first(x: Any, value: Any) -> None:
+    """Write ``value`` to the first element of ``x`` with ``x``'s own indexing."""
+    x[(0,) * len(x.shape)] = value
 
 
 def consumers(only: set[str] | None = None) -> list[Consumer]:
@@ -175,22 +237,34 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
         def b_vals(t: Any) -> np.ndarray[Any, Any]:
             return np.array(t.numpy(), copy=True)
 
+        b_api = bridge.Tensor.__dlpack_c_exchange_api__
+
+        def b(protocol: str, take: Callable[[Any], Any]) -> Consumer:
+            return Consumer("bridge", protocol, take, b_vals, lambda t: t.data_ptr(), lambda t: not t.is_readonly,
+                            poke=_set_first, dtype_of=lambda t: t.dtype.name)  # fmt: skip
+
         out += [
-            Consumer("bridge", "dlpack", bridge.from_dlpack, b_vals, lambda t: t.data_ptr(),
-                     lambda t: not t.is_readonly),
-            Consumer("bridge", "array-interface", bridge.asarray, b_vals, lambda t: t.data_ptr(),
-                     lambda t: not t.is_readonly),
-            Consumer("bridge", "arrow", bridge.from_arrow, b_vals, lambda t: t.data_ptr(),
-                     lambda t: not t.is_readonly),
-        ]  # fmt: skip
-    out += [] if not want("numpy") else [
-        Consumer("numpy", "dlpack", np.from_dlpack, lambda a: np.array(a, copy=True), _np_address,
-                 lambda a: bool(a.flags.writeable)),
-        Consumer("numpy", "array-interface", np.asarray, lambda a: np.array(a, copy=True),
-                 _np_address, lambda a: bool(a.flags.writeable)),
-        Consumer("numpy", "buffer", lambda o: np.asarray(memoryview(o)),
-                 lambda a: np.array(a, copy=True), _np_address, lambda a: bool(a.flags.writeable)),
-    ]  # fmt: skip
+            b("dlpack", bridge.from_dlpack),
+            b("dlpack-copy", lambda o: bridge.from_dlpack(o, copy=True)),
+            b("dlpack-device", lambda o: bridge.from_dlpack(o, device="cpu")),
+            b("dlpack-c-api", lambda o: _frameworks.api_convert(o, b_api)),
+            b("array-interface", bridge.asarray),
+            b("arrow", bridge.from_arrow),
+        ]
+    if want("numpy"):
+
+        def n(protocol: str, take: Callable[[Any], Any]) -> Consumer:
+            return Consumer("numpy", protocol, take, lambda a: np.array(a, copy=True), _np_address,
+                            lambda a: bool(a.flags.writeable), poke=_set_first,
+                            dtype_of=lambda a: _frameworks.dtype_name(a.dtype))  # fmt: skip
+
+        out += [
+            n("dlpack", np.from_dlpack),
+            n("dlpack-copy", lambda o: np.from_dlpack(o, copy=True)),
+            n("dlpack-device", lambda o: np.from_dlpack(o, device="cpu")),
+            n("array-interface", np.asarray),
+            n("buffer", lambda o: np.asarray(memoryview(o))),
+        ]
     if want("torch"):
         import torch
 
@@ -201,17 +275,34 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
                 return np.array(x.float().numpy().astype(ml_dtypes.bfloat16), copy=True)
             return np.array(x.detach().cpu().numpy(), copy=True)
 
+        t_api = torch.Tensor.__dlpack_c_exchange_api__
+
+        def t(protocol: str, take: Callable[[Any], Any]) -> Consumer:
+            return Consumer("torch", protocol, take, t_vals, lambda x: x.data_ptr(), lambda x: True,
+                            poke=_set_first, dtype_of=lambda x: _frameworks.dtype_name(x.dtype))  # fmt: skip
+
         out += [
-            Consumer("torch", "dlpack", torch.from_dlpack, t_vals, lambda x: x.data_ptr(),
-                     lambda x: True),
-            Consumer("torch", "array-interface", torch.as_tensor, t_vals, lambda x: x.data_ptr(),
-                     lambda x: True),
-        ]  # fmt: skip
+            t("dlpack", torch.from_dlpack),
+            t("dlpack-copy", lambda o: torch.from_dlpack(o, copy=True)),
+            t("dlpack-device", lambda o: torch.from_dlpack(o, device="cpu")),
+            t("dlpack-c-api", lambda o: _frameworks.api_convert(o, t_api)),
+            t("array-interface", torch.as_tensor),
+        ]
     if want("jax"):
         import jax
 
-        out.append(Consumer("jax", "dlpack", jax.dlpack.from_dlpack, lambda x: np.array(x, copy=True),
-                            lambda x: x.unsafe_buffer_pointer(), lambda x: False))  # fmt: skip
+        cpu = jax.devices("cpu")[0]
+
+        def j(protocol: str, take: Callable[[Any], Any]) -> Consumer:
+            return Consumer("jax", protocol, take, lambda x: np.array(x, copy=True),
+                            lambda x: x.unsafe_buffer_pointer(), lambda x: False,
+                            dtype_of=lambda x: _frameworks.dtype_name(x.dtype))  # fmt: skip
+
+        out += [
+            j("dlpack", jax.dlpack.from_dlpack),
+            j("dlpack-copy", lambda o: jax.dlpack.from_dlpack(o, copy=True)),
+            j("dlpack-device", lambda o: jax.dlpack.from_dlpack(o, device=cpu)),
+        ]
     if want("pyarrow"):
         import pyarrow as pa
 
@@ -257,9 +348,15 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
     if want("tvm_ffi"):
         import tvm_ffi
 
-        out.append(Consumer("tvm_ffi", "dlpack", tvm_ffi.from_dlpack,
-                            lambda x: np.array(np.from_dlpack(x), copy=True),
-                            lambda x: _np_address(np.from_dlpack(x)), lambda x: True))  # fmt: skip
+        def tv(protocol: str) -> Consumer:
+            # tvm_ffi.from_dlpack reads a type's C exchange API when it has one: the
+            # dlpack-c-api cells are the producers that do.
+            return Consumer("tvm_ffi", protocol, tvm_ffi.from_dlpack, lambda x: np.array(np.from_dlpack(x), copy=True),
+                            lambda x: _np_address(np.from_dlpack(x)), lambda x: True,
+                            dtype_of=lambda x: _frameworks.dtype_name(x.dtype))  # fmt: skip
+
+        out += [tv("dlpack"), tv("dlpack-c-api")]
+    out += _frameworks.consumers(want, Consumer)
     if want("cupy"):
         import cupy
 

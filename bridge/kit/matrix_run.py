@@ -13,6 +13,9 @@ import dataclasses
 import gc
 import json
 import os
+import signal
+import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,25 +23,45 @@ from typing import Any
 
 from bridge.kit.isolation import emit, run_child
 from bridge.kit.matrix_cell import run_cell
-from bridge.kit.matrix_grid import LAYOUTS, Cell
+from bridge.kit.matrix_grid import _MODULE, LAYOUTS, Cell
 from bridge.kit.matrix_peers import Consumer, consumers
 
-__all__ = ["plan", "run_matrix", "worker", "run_worker"]
+__all__ = ["plan", "run_matrix", "worker", "run_worker", "crash_line"]
+
+
+# Keyword protocols check the keyword, not every layout: a smaller grid.
+_KEYWORD_PROTOCOLS = ("dlpack-copy", "dlpack-device")
+_KEYWORD_DTYPES = ("bool", "uint8", "float32", "bfloat16")
+_KEYWORD_LAYOUTS = ("contiguous", "stepped", "negative", "0-d")
+# Seconds to import each library (measured on the 2-core dev machine): a child
+# process imports the libraries of its cells once, so the cells are grouped by
+# the heaviest library they touch and each heavy import happens in one child.
+_IMPORT_COST = {"tensorflow": 9.0, "paddle": 6.3, "torch": 3.4, "jax": 1.3, "xarray": 1.2, "warp": 1.2,
+                "pandas": 1.0, "ray": 1.0}  # fmt: skip
 
 
 def plan(
-    producers: Iterable[str], consumer_list: list[Consumer], dtypes: Iterable[str],
+    producers: Iterable[str], consumer_list: Iterable[Any], dtypes: Iterable[str],
     protocols: Iterable[str] | None = None,
 ) -> list[Cell]:  # fmt: skip
-    """Every cell for the given producers, consumers, dtypes and protocols."""
+    """Every cell for the given producers, consumers (objects with ``peer``
+    and ``protocol``: :class:`~bridge.kit.matrix_peers.Consumer` or
+    :class:`~bridge.kit.matrix_peers.Entry`), dtypes and protocols. The
+    keyword protocols (dlpack-copy, dlpack-device) cross a smaller grid."""
     cells = []
-    protocols = set(protocols) if protocols else None
+    wanted = set(protocols) if protocols else None
+    dtypes, consumer_list = list(dtypes), list(consumer_list)
     for p in producers:
         for c in consumer_list:
-            if protocols and c.protocol not in protocols:
+            if wanted and c.protocol not in wanted:
                 continue
+            keyword = c.protocol in _KEYWORD_PROTOCOLS
             for dt in dtypes:
+                if keyword and dt not in _KEYWORD_DTYPES and len(dtypes) > 1:
+                    continue
                 for layout in LAYOUTS:
+                    if keyword and layout not in _KEYWORD_LAYOUTS:
+                        continue
                     for ro in (False, True):
                         if ro and p not in ("numpy", "bridge"):
                             continue
@@ -46,79 +69,205 @@ def plan(
     return cells
 
 
-def worker(cells: list[dict[str, Any]]) -> None:
+# Producers whose libraries keep no threads of their own, so a fork of a worker
+# can make their objects (mlx, jax, paddle and tensorflow run work on threads a
+# fork does not have, and hang there).
+_FORK_SAFE = ("numpy", "bridge", "pydlpack", "tvm_ffi", "array_api_strict", "pyarrow", "nanoarrow",
+              "onnxruntime")  # fmt: skip
+_FORK_TIMEOUT = 60.0
+
+
+# What a dying library writes that says why, most telling first: a C++
+# check or uncaught exception, CPython's fatal error, then any error line
+# (a stack trace's frames come after these and say less).
+_WHY = ("Check failed", "terminate called", "what():", "Fatal Python error", "Segmentation fault",
+        "Abort", "Error", "error")  # fmt: skip
+
+
+def crash_line(lines: list[str]) -> str:
+    """The line of a dead child's stderr that best says why it died."""
+    for marker in _WHY:
+        for ln in lines:
+            if marker in ln:
+                return ln
+    return lines[-1] if lines else ""
+
+
+def _risky_key(cell: Cell) -> tuple[str, str, str]:
+    return (cell.consumer, cell.protocol, cell.layout)
+
+
+def _run_forked(cell: Cell, consumer: Consumer) -> Cell:
+    """Run one cell in a forked child of this worker (after a crash of the
+    same consumer, protocol and layout): a second crash ends the fork, not
+    the worker, and is recorded with the fork's own message."""
+    read_fd, write_fd = os.pipe()
+    with tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the fork: run the cell, send it back, leave without cleanup
+            os.close(read_fd)
+            os.dup2(err.fileno(), 2)
+            status = 0
+            try:
+                done = run_cell(cell, consumer)
+                os.write(write_fd, json.dumps(dataclasses.asdict(done)).encode())
+            except BaseException:
+                status = 1
+            os._exit(status)
+        os.close(write_fd)
+        chunks = []
+        timer = threading.Timer(_FORK_TIMEOUT, lambda: os.kill(pid, signal.SIGKILL))
+        timer.start()
+        while chunk := os.read(read_fd, 1 << 16):
+            chunks.append(chunk)
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        timer.cancel()
+        if chunks:
+            return Cell(**json.loads(b"".join(chunks)))
+        err.seek(0)
+        lines = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
+    why = crash_line(lines)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    cell.verdict = "crash"
+    cell.detail = f"process died (exit {code}): {why.strip()[:140]}"
+    return cell
+
+
+def worker(cells: list[dict[str, Any]], risky: list[list[str]] | None = None,
+           preload: list[str] | None = None) -> None:  # fmt: skip
     """Child body: run ``cells`` (as :class:`Cell` dicts), emitting ``start``
     before each, ``made`` once its producer has made the object and ``done``
-    (the judged cell as a dict) after it. Consumer libraries are imported
-    when their first cell comes."""
+    (the judged cell as a dict) after it. A consumer library is imported when
+    its first cell comes, between ``importing`` and ``imported`` events (a
+    crash there is the import's). Cells whose (consumer, protocol, layout)
+    is in ``risky`` (it crashed before) run in a fork of this process. The
+    ``preload`` peers' libraries are imported first, in that order (some
+    libraries crash when imported after another, and not before it)."""
     table: dict[tuple[str, str], Consumer] = {}
     loaded: set[str] = set()
+    made_by: set[str] = set()
+    for peer in preload or ():
+        emit("importing", peer)
+        _import_peer(peer)
+        emit("imported", peer)
+        made_by.add(peer)
+    forked = {tuple(k) for k in risky or ()}
     for raw in cells:
         cell = Cell(**raw)
+        emit("start", cell.key())  # first: a crash importing a library below is this cell's
+        if cell.producer not in made_by and cell.producer not in loaded:
+            made_by.add(cell.producer)
+            emit("importing", cell.producer)
+            _import_peer(cell.producer)
+            emit("imported", cell.producer)
         if cell.consumer not in loaded:
             loaded.add(cell.consumer)
+            emit("importing", cell.consumer)
             table.update({(c.peer, c.protocol): c for c in consumers({cell.consumer})})
+            emit("imported", cell.consumer)
             # Freezing what the import made keeps each cell's gc.collect() from
             # walking torch's and jax's heaps.
             gc.collect()
             gc.freeze()
-        emit("start", cell.key())
         consumer = table.get((cell.consumer, cell.protocol))
         if consumer is None:
             cell.verdict, cell.detail = "n/a", "consumer not installed"
+        elif _risky_key(cell) in forked and cell.producer in _FORK_SAFE and hasattr(os, "fork"):
+            cell = _run_forked(cell, consumer)
         else:
             run_cell(cell, consumer, lambda: emit("made", True))
         emit("done", dataclasses.asdict(cell))
 
 
-def run_matrix(cells: list[Cell], progress: Callable[[Cell], None] | None = None) -> list[Cell]:
-    """Run ``cells``: one subprocess per producer, producers in parallel (one
-    per CPU), consumer libraries imported as their cells come. A crash marks
-    the cell it happened in and the rest run in a fresh process; when the
-    producer itself crashed making a case, the other cells of that case are
-    marked without being run again (making the case does not depend on the
-    consumer)."""
+def _import_peer(peer: str) -> None:
+    """Import ``peer``'s library (so that a crash on import is seen as one)."""
+    import importlib
+
+    try:
+        importlib.import_module(_MODULE.get(peer, peer))
+    except ImportError:
+        pass  # the cells say what is missing
+
+
+def _group_of(cell: Cell) -> str:
+    heavy = max((cell.producer, cell.consumer), key=lambda p: _IMPORT_COST.get(p, 0.0))
+    return heavy if _IMPORT_COST.get(heavy, 0.0) >= 3 else f"light-{sum(map(ord, cell.producer)) % 2}"
+
+
+def run_matrix(cells: list[Cell], progress: Callable[[Cell], None] | None = None, code: str | None = None) -> list[Cell]:
+    """Run ``cells`` in child processes, in parallel (one per CPU). The cells
+    are grouped by the heaviest library they involve (each heavy import is
+    paid once) and run in (producer, consumer) order, each library imported
+    as its first cell comes. A crash marks the cell it happened in and the
+    rest run in a fresh child, which runs cells like it (same consumer,
+    protocol and layout) in forks of itself; when the producer itself crashed
+    making a case, the other cells of that case are marked without being run
+    again (making the case does not depend on the consumer); when importing a
+    consumer crashed, that consumer's cells in the group are marked so."""
     groups: dict[str, list[Cell]] = defaultdict(list)
-    for c in cells:
-        groups[c.producer].append(c)
+    for c in sorted(cells, key=lambda c: (c.producer, c.consumer)):
+        groups[_group_of(c)].append(c)
+    order = sorted(groups.values(), key=len, reverse=True)  # the longest start first
+    risky: set[tuple[str, str, str]] = set()
     with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1)) as pool:
-        parts = list(pool.map(lambda todo: _run_group(todo, progress), groups.values()))
-    return [c for part in parts for c in part]
+        parts = list(pool.map(lambda todo: _run_group(todo, progress, risky, code or _WORKER), order))
+    done = {c.key(): c for part in parts for c in part}
+    return [done[c.key()] for c in cells]
 
 
-def _run_group(todo: list[Cell], progress: Callable[[Cell], None] | None) -> list[Cell]:
+def _run_group(todo: list[Cell], progress: Callable[[Cell], None] | None,
+               risky: set[tuple[str, str, str]], code: str) -> list[Cell]:  # fmt: skip
     done: list[Cell] = []
-    broken: dict[tuple[str, str, bool], str] = {}  # cases the producer crashed making
+    broken: dict[tuple[str, str, str, bool], str] = {}  # cases a producer crashed making
+    # Pairs of peers whose libraries crashed when imported into one process
+    # (after one retry with the crashing library imported first).
+    unimportable: dict[frozenset[str], str] = {}
+    preload: list[str] = []
+
+    def settle(c: Cell, verdict: str, detail: str) -> None:
+        c.verdict, c.detail = verdict, detail
+        done.append(c)
+        if progress:
+            progress(c)
+
     while todo:
-        ready = []
-        while todo and (todo[0].dtype, todo[0].layout, todo[0].readonly) in broken:
-            c = todo.pop(0)
-            c.verdict = "crash"
-            c.detail = "the producer crashed making this case: " + broken[(c.dtype, c.layout, c.readonly)]
-            ready.append(c)
-        for c in ready:
-            done.append(c)
-            if progress:
-                progress(c)
+        rest = []
+        for c in todo:
+            case = (c.producer, c.dtype, c.layout, c.readonly)
+            if case in broken:
+                settle(c, "crash", "the producer crashed making this case: " + broken[case])
+            elif frozenset((c.producer, c.consumer)) in unimportable:
+                settle(c, "crash", unimportable[frozenset((c.producer, c.consumer))])
+            else:
+                rest.append(c)
+        todo = rest
         if not todo:
             break
-        finished, crash = run_worker(todo, progress)
+        finished, crash = run_worker(todo, progress, code, risky=sorted(risky), preload=preload)
         done += finished
         todo = todo[len(finished):]
-        if crash is not None and todo:
-            crashed = todo.pop(0)
-            made, why = crash
-            crashed.verdict = "crash"
-            crashed.detail = why if made else "the producer crashed making this case: " + why
-            if not made:
-                broken[(crashed.dtype, crashed.layout, crashed.readonly)] = why
-            done.append(crashed)
-            if progress:
-                progress(crashed)
+        if crash is None or not todo:
+            continue
+        crashed = todo.pop(0)
+        made, why, importing = crash
+        if importing and importing[0] not in preload:
+            preload.insert(0, importing[0])  # the retry imports it before the others
+            settle(crashed, "crash", why)
+        elif importing:
+            for other in importing[1:] or ["bridge"]:
+                unimportable[frozenset((importing[0], other))] = why
+            settle(crashed, "crash", why)
+        elif made:
+            risky.add(_risky_key(crashed))
+            settle(crashed, "crash", why)
+        else:
+            broken[(crashed.producer, crashed.dtype, crashed.layout, crashed.readonly)] = why
+            settle(crashed, "crash", "the producer crashed making this case: " + why)
     return done
 
 
-_WORKER = "import sys, json, bridge.kit.matrix_run as m; m.worker(json.loads(sys.stdin.read()))"
+_WORKER = "import sys, json, bridge.kit.matrix_run as m; m.worker(**json.loads(sys.stdin.read()))"
 
 
 @dataclasses.dataclass
@@ -129,10 +278,17 @@ class _ChildRun:
     progress: Callable[[Cell], None] | None
     finished: list[Cell] = dataclasses.field(default_factory=list)
     made: bool = False
+    importing: str = ""
+    loaded: list[str] = dataclasses.field(default_factory=list)
 
     def on_event(self, event: str, payload: Any) -> None:
         """Record one event from the child (see :func:`bridge.kit.isolation.run_child`)."""
-        if event == "start":
+        if event == "importing":
+            self.importing = str(payload)
+        elif event == "imported":
+            self.importing = ""
+            self.loaded.append(str(payload))
+        elif event == "start":
             self.made = False
         elif event == "made":
             self.made = True
@@ -144,18 +300,27 @@ class _ChildRun:
 
 
 def run_worker(
-    cells: list[Cell], progress: Callable[[Cell], None] | None, code: str = _WORKER
-) -> tuple[list[Cell], tuple[bool, str] | None]:
-    """Run ``cells`` in one child process (``python -c code``, reading the cells
-    as JSON on stdin, :func:`worker` by default), calling ``progress`` with
-    each finished cell; returns the finished cells and, when the child died
-    before the end, whether the producer had made its object and why."""
-    payload = json.dumps([dataclasses.asdict(c) for c in cells])
+    cells: list[Cell], progress: Callable[[Cell], None] | None, code: str = _WORKER,
+    risky: list[tuple[str, str, str]] | None = None, preload: list[str] | None = None,
+) -> tuple[list[Cell], tuple[bool, str, list[str]] | None]:  # fmt: skip
+    """Run ``cells`` in one child process (``python -c code``, reading
+    ``{"cells": [...], "risky": [...], "preload": [...]}`` as JSON on stdin, :func:`worker` by
+    default), calling ``progress`` with each finished cell; returns the
+    finished cells and, when the child died before the end, whether the
+    producer had made its object, why, and, when it died importing a peer's
+    library, that peer and the peers imported before it (else empty)."""
+    payload = json.dumps({"cells": [dataclasses.asdict(c) for c in cells], "risky": list(risky or ()),
+                          "preload": list(preload or ())})  # fmt: skip
     env = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
     run = _ChildRun(progress)
     end = run_child(code, on_event=run.on_event, stdin=payload, env=env)
     if len(run.finished) == len(cells):
         return run.finished, None
     lines = [ln for ln in end.stderr.strip().splitlines() if ln.strip()]
-    why = next((ln for ln in lines if "Error" in ln or "error" in ln or "Abort" in ln), lines[-1] if lines else "")
-    return run.finished, (run.made, f"process died (exit {end.returncode}): {why.strip()[:140]}")
+    why = crash_line(lines)
+    why = f"process died (exit {end.returncode}): {why.strip()[:140]}"
+    if run.importing:
+        beside = [p for p in run.loaded if p not in ("bridge", "numpy")]
+        return run.finished, (run.made, f"importing {run.importing} beside {', '.join(beside) or 'bridge'} crashed: {why}",
+                              [run.importing, *beside])  # fmt: skip
+    return run.finished, (run.made, why, [])

@@ -1,0 +1,279 @@
+"""The matrix's newer peers: paddle, mlx, onnxruntime, array-api-strict,
+pandas, xarray, and the heavy extra's tensorflow and warp. How each makes a
+case (:func:`produce`) and takes one (:func:`consumers`); the older peers
+live in :mod:`bridge.kit.matrix_peers`, which calls into this module.
+
+Each library is imported only when one of its producers or consumers is asked
+for. What each speaks (checked against the installed versions):
+
+- paddle: ``__dlpack__``, ``from_dlpack(device=, copy=)`` and the DLPack C
+  exchange API (``paddle.Tensor.__dlpack_c_exchange_api__``);
+- mlx: ``__dlpack__``, the buffer protocol, ``mx.from_dlpack(copy=)``;
+- onnxruntime: ``OrtValue.__dlpack__`` and ``OrtValue.from_dlpack``;
+- array-api-strict: the array API's ``from_dlpack``/``asarray``, the buffer;
+- pandas 3 and xarray: ``__arrow_c_stream__`` (pandas also ``Series.from_arrow``);
+- tensorflow: ``__dlpack__`` and ``tf.experimental.dlpack`` (legacy capsules);
+- warp: ``__dlpack__``, ``__array_interface__`` and ``wp.from_dlpack``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert"]
+
+NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray", "tensorflow", "warp")
+
+
+def dtype_name(dtype: Any) -> str:
+    """A library's dtype as bridge's name (``torch.bfloat16``, ``paddle.float32``,
+    ``mlx.core.uint8``, ``tensor(float)``, ``<dtype: 'int64'>`` -> ``bfloat16``,
+    ``float32``, ``uint8``, ``float32``, ``int64``)."""
+    name = getattr(dtype, "__name__", None) if isinstance(dtype, type) else None
+    text = str(name or getattr(dtype, "name", None) or dtype)
+    text = text.rsplit(".", 1)[-1].strip("<>'\" ").replace("dtype: '", "").lower()
+    if text.startswith("tensor(") and text.endswith(")"):  # onnxruntime's names
+        text = {"float": "float32", "double": "float64"}.get(text[7:-1], text[7:-1])
+    return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16"}.get(text, text)
+
+
+def _contiguous(ref: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    out: np.ndarray[Any, Any] = np.ascontiguousarray(ref).reshape(ref.shape)
+    return out
+
+
+class Make:
+    """A case to make: its dtype and layout, the NumPy view ``ref`` that
+    defines it, the compact 4x12 ``base`` it is a view of, and the exception
+    that says the producer cannot make it."""
+
+    def __init__(self, dtype: str, layout: str, ref: np.ndarray[Any, Any], base: np.ndarray[Any, Any],
+                 not_made: type[Exception]):  # fmt: skip
+        self.dtype, self.layout, self.ref, self.base, self.not_made = dtype, layout, ref, base, not_made
+
+    def only(self, layouts: tuple[str, ...], why: str) -> None:
+        """Refuse (``not_made``) every layout but ``layouts``."""
+        if self.layout not in layouts:
+            raise self.not_made(why)
+
+    def without(self, dtypes: tuple[str, ...], lib: str) -> None:
+        """Refuse (``not_made``) the ``dtypes`` ``lib`` does not have."""
+        if self.dtype in dtypes:
+            raise self.not_made(f"{lib} has no {self.dtype}")
+
+
+def produce(peer: str, m: Make) -> Any:
+    """The object ``peer`` makes for the case in ``m`` (its expected values are
+    ``m.ref``, or a flat copy for the Arrow producers, which the caller
+    arranges); raises ``m.not_made`` when the library cannot make it."""
+    ref, layout = m.ref, m.layout
+    if peer == "paddle":
+        import paddle
+
+        m.only(("contiguous", "transposed", "stepped", "0-d", "zero-size"),
+               "paddle has no negative, zero or arbitrary strides in its views")  # fmt: skip
+        if m.dtype == "bfloat16":
+            return paddle.to_tensor(_contiguous(ref.astype(np.float32))).astype("bfloat16")
+        if layout == "transposed":
+            return paddle.to_tensor(_contiguous(ref.T)).T  # a strided view of paddle's memory
+        return paddle.to_tensor(_contiguous(ref))
+    if peer == "mlx":
+        import mlx.core as mx
+
+        base = m.base
+        x = mx.array(base.astype(np.float32)).astype(mx.bfloat16) if m.dtype == "bfloat16" else mx.array(base)
+        if layout == "transposed":
+            return x.T
+        if layout == "stepped":
+            return x[::2, 1::3]
+        if layout == "negative":
+            return x[::-1, ::-2]
+        if layout == "broadcast":
+            return mx.broadcast_to(x[0], (3, 12))
+        if layout == "size1-odd":
+            return mx.as_strided(x, (4, 1), (12, 7))
+        if layout == "0-d":
+            return x[1, 1]
+        return x if layout == "contiguous" else x[:, 5:5]
+    if peer == "onnxruntime":
+        import onnxruntime as ort
+
+        m.only(("contiguous", "0-d", "zero-size"), "an OrtValue is always compact")
+        m.without(("bfloat16",), "onnxruntime (from NumPy)")
+        return ort.OrtValue.ortvalue_from_numpy(_contiguous(ref))
+    if peer == "array_api_strict":
+        import array_api_strict as xp
+
+        m.without(("bfloat16", "float16"), "array-api-strict")
+        return xp.asarray(ref)  # wraps the NumPy view: strides, negative ones included, kept
+    if peer in ("pandas", "xarray"):
+        m.only(("contiguous",), "a pandas/xarray Arrow stream is one 1-d column")
+        m.without(("bfloat16", "complex64", "float16"), peer)
+        flat = _contiguous(ref).reshape(-1)
+        if peer == "pandas":
+            import pandas as pd
+
+            return pd.Series(flat)
+        import xarray as xr
+
+        return xr.DataArray(flat, dims=["x"])
+    if peer == "tensorflow":
+        import tensorflow as tf
+
+        m.only(("contiguous", "0-d", "zero-size"), "a tf.Tensor is always compact")
+        if m.dtype == "bfloat16":
+            return tf.cast(tf.constant(_contiguous(ref.astype(np.float32))), tf.bfloat16)
+        return tf.constant(_contiguous(ref))
+    if peer == "warp":
+        import warp as wp
+
+        m.only(("contiguous", "transposed", "stepped"), "warp arrays have 1 to 4 dims, no negative strides")
+        m.without(("bfloat16", "complex64"), "warp")
+        wp.config.quiet = True
+        return wp.array(_contiguous(ref), device="cpu")
+    raise m.not_made(f"unknown producer {peer}")
+
+
+def _poke_index(x: Any) -> Any:
+    return (0,) * len(x.shape)
+
+
+def _set_item(x: Any, value: Any) -> None:
+    x[_poke_index(x)] = value
+
+
+def consumers(want: Callable[[str], bool], make: Callable[..., Any]) -> list[Any]:
+    """The consumers of the newer peers that ``want`` admits, built with
+    ``make`` (:class:`bridge.kit.matrix_peers.Consumer`)."""
+    out: list[Any] = []
+    if want("paddle"):
+        import paddle
+
+        def p_vals(x: Any) -> np.ndarray[Any, Any]:
+            if x.dtype == paddle.bfloat16:
+                import ml_dtypes
+
+                return np.array(x.astype("float32").numpy().astype(ml_dtypes.bfloat16), copy=True)
+            return np.array(x.numpy(), copy=True)
+
+        api = paddle.Tensor.__dlpack_c_exchange_api__
+        common = dict(values=p_vals, address=lambda x: x.data_ptr(), writable=lambda x: True,
+                      poke=_set_item, dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip
+        out += [
+            make("paddle", "dlpack", paddle.from_dlpack, **common),
+            make("paddle", "dlpack-copy", lambda o: paddle.from_dlpack(o, copy=True), **common),
+            make("paddle", "dlpack-device", lambda o: paddle.from_dlpack(o, device="cpu"), **common),
+            make("paddle", "dlpack-c-api", lambda o: api_convert(o, api), **common),
+            make("paddle", "array-interface", paddle.to_tensor, **common),
+        ]
+    if want("mlx"):
+        import mlx.core as mx
+
+        def m_vals(x: Any) -> np.ndarray[Any, Any]:
+            if x.dtype == mx.bfloat16:
+                import ml_dtypes
+
+                return np.array(x.astype(mx.float32), copy=True).astype(ml_dtypes.bfloat16)
+            return np.array(x, copy=True)
+
+        def m_addr(x: Any) -> int | None:
+            return None if x.dtype == mx.bfloat16 else int(np.asarray(x).__array_interface__["data"][0])
+
+        common = dict(values=m_vals, address=m_addr, writable=lambda x: True, poke=_set_item,
+                      dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip
+        out += [
+            make("mlx", "dlpack", mx.from_dlpack, **common),
+            make("mlx", "dlpack-copy", lambda o: mx.from_dlpack(o, copy=True), **common),
+            make("mlx", "buffer", lambda o: mx.array(memoryview(o)), **common),  # type: ignore[arg-type]
+            make("mlx", "array-interface", mx.array, **common),
+        ]
+    if want("onnxruntime"):
+        import onnxruntime as ort
+
+        def o_poke(x: Any, value: Any) -> None:
+            now = x.numpy().copy()
+            now[_poke_index(now)] = value
+            x.update_inplace(now)  # OrtValue's one way to write: the whole tensor from NumPy
+
+        out.append(make("onnxruntime", "dlpack", ort.OrtValue.from_dlpack,
+                        values=lambda x: np.array(x.numpy(), copy=True), address=lambda x: x.data_ptr(),
+                        writable=lambda x: True, poke=o_poke, dtype_of=lambda x: dtype_name(x.data_type())))  # fmt: skip
+    if want("array_api_strict"):
+        import array_api_strict as xp
+
+        cpu = xp.asarray(0).device
+        common = dict(values=lambda x: np.array(x._array, copy=True),
+                      address=lambda x: int(x._array.__array_interface__["data"][0]),
+                      writable=lambda x: bool(x._array.flags.writeable), poke=_set_item,
+                      dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip
+        out += [
+            make("array_api_strict", "dlpack", xp.from_dlpack, **common),
+            make("array_api_strict", "dlpack-copy", lambda o: xp.from_dlpack(o, copy=True), **common),
+            make("array_api_strict", "dlpack-device", lambda o: xp.from_dlpack(o, device=cpu), **common),
+            make("array_api_strict", "buffer", lambda o: xp.asarray(memoryview(o)), **common),
+        ]
+    if want("pandas"):
+        import pandas as pd
+
+        def pd_vals(s: Any) -> np.ndarray[Any, Any]:
+            # A record-batch stream arrives as a Series of structs (dicts) and a
+            # tensor extension array as a Series of rows: both read as arrays.
+            values = s.to_numpy()
+            if values.dtype == object and len(values):
+                first = values[0]
+                if isinstance(first, dict) and len(first) == 1:
+                    values = np.array([next(iter(v.values())) for v in values])
+                elif isinstance(first, np.ndarray):
+                    values = np.stack(list(values))
+            return np.array(values, copy=True)
+
+        out.append(make("pandas", "arrow", pd.Series.from_arrow, values=pd_vals, address=lambda s: None,
+                        writable=lambda s: False))  # fmt: skip
+    if want("xarray"):
+        import xarray as xr
+
+        out.append(make("xarray", "array-interface", xr.DataArray,
+                        values=lambda a: np.array(a.values, copy=True),
+                        address=lambda a: int(np.asarray(a.values).__array_interface__["data"][0]),
+                        writable=lambda a: bool(a.values.flags.writeable), poke=_set_item,
+                        dtype_of=lambda a: dtype_name(a.dtype)))  # fmt: skip
+    if want("tensorflow"):
+        import tensorflow as tf
+
+        def tf_vals(x: Any) -> np.ndarray[Any, Any]:
+            if x.dtype == tf.bfloat16:
+                import ml_dtypes
+
+                return np.array(tf.cast(x, tf.float32).numpy().astype(ml_dtypes.bfloat16), copy=True)
+            return np.array(x.numpy(), copy=True)
+
+        # tf.experimental.dlpack takes only a legacy capsule: __dlpack__ asked without max_version.
+        out.append(make("tensorflow", "dlpack", lambda o: tf.experimental.dlpack.from_dlpack(o.__dlpack__()),
+                        values=tf_vals, address=lambda x: None, writable=lambda x: False,
+                        dtype_of=lambda x: dtype_name(x.dtype.name)))  # fmt: skip
+    if want("warp"):
+        import warp as wp
+
+        wp.config.quiet = True
+        common = dict(values=lambda x: np.array(x.numpy(), copy=True), address=lambda x: int(x.ptr),
+                      writable=lambda x: True, poke=lambda x, v: _set_item(x.numpy(), v),
+                      dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip
+        out += [
+            make("warp", "dlpack", wp.from_dlpack, **common),
+            make("warp", "array-interface", lambda o: wp.array(o, device="cpu", copy=False), **common),
+        ]
+    return out
+
+
+def api_convert(obj: Any, dst_api: Any) -> Any:
+    """``obj`` handed to the library of ``dst_api`` through the C exchange API
+    of both sides (TypeError when ``obj``'s type has none)."""
+    from bridge import _drivers
+
+    src_api = getattr(type(obj), "__dlpack_c_exchange_api__", None)
+    if src_api is None:
+        raise TypeError(f"{type(obj).__name__} has no DLPack C exchange API")
+    return _drivers.api_convert(src_api, dst_api, obj)
