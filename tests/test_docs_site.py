@@ -34,12 +34,10 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
+from conftest import headless_chromium
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 # The modules whose __all__ the API reference must cover, and their pages.
 API_PAGES = {
     "bridge": "api/bridge.html",
@@ -138,22 +136,9 @@ def serve(directory: Path) -> tuple[str, http.server.ThreadingHTTPServer]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
     """Headless Chromium, kept off every host but 127.0.0.1."""
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        "the docs browser test needs Debian's Chromium: apt-get install -y chromium chromium-driver"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage",
-                 # Nothing but the local server: a CDN request fails the page.
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    # A fresh profile in a temporary folder: chromedriver makes one per session.
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(RENDER_TIMEOUT_S)
+    # Nothing but the local server: a CDN request fails the page.
+    driver = headless_chromium("the docs browser test", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                               {"browser": "ALL", "performance": "ALL"}, RENDER_TIMEOUT_S)  # fmt: skip
     driver.set_script_timeout(RENDER_TIMEOUT_S + 5)
     try:
         yield driver

@@ -125,3 +125,18 @@ def test_an_import_crash_is_the_peers_and_the_run_goes_on(monkeypatch: pytest.Mo
     assert first.verdict == "crash" and "importing tvm_ffi beside pydlpack" in first.detail
     assert verdicts[("pydlpack", "bridge")].verdict in ("zero-copy", "unverified")
     assert verdicts[("tvm_ffi", "numpy")].verdict in ("zero-copy", "unverified")  # retried, tvm_ffi imported first
+
+
+def test_crash_line_picks_the_telling_line() -> None:
+    from bridge.kit.matrix_run import crash_line
+
+    tf = ["I0000 cpu_feature_guard.cc:227] This TensorFlow binary is optimized",
+          "F0000 tensor.cc:899] Check failed: IsAligned() ptr = 0x5635ef34b2da",
+          "*** Check failure stack trace: ***", "    @     0x7f75  cfunction_call"]  # fmt: skip
+    assert crash_line(tf).startswith("F0000 tensor.cc:899] Check failed: IsAligned()")
+    torch = ["terminate called after throwing an instance of 'c10::Error'", "  what():  negative strides"]
+    assert crash_line(torch).startswith("terminate called")
+    segv = ["Fatal Python error: Segmentation fault", "", "Current thread 0x1 (most recent call first):",
+            '  File "/v/site-packages/paddle/base/core.py", line 301 in <module>']  # fmt: skip
+    assert crash_line(segv) == "Fatal Python error: Segmentation fault in paddle/base/core.py, line 301"
+    assert crash_line([]) == ""

@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import headless_chromium
 
 from bridge.kit.matrix import ProgressLines
 from bridge.kit.matrix_grid import Cell
@@ -25,8 +26,6 @@ from bridge.kit.matrix_tables import format_table, print_table, to_markdown, wor
 from bridge.kit.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 EVIL = "</script><script>window.pwned = 1</script><!-- & <b>bold</b>"
 
 
@@ -213,23 +212,7 @@ def test_progress_lines_say_the_time_left() -> None:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Headless Chromium that can reach no host at all (a file:// page needs none)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        "the report's browser test needs Debian's Chromium: apt-get install -y chromium chromium-driver"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 "--host-resolver-rules=MAP * ~NOTFOUND"):  # fmt: skip
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
+    driver = headless_chromium("the report's browser test", "MAP * ~NOTFOUND", {"browser": "ALL"}, 30)
     try:
         yield driver
     finally:

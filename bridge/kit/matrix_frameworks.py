@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert"]
+__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout"]
 
 NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray", "tensorflow", "warp")
 
@@ -38,6 +38,36 @@ def dtype_name(dtype: Any) -> str:
     if text.startswith("tensor(") and text.endswith(")"):  # onnxruntime's names
         text = {"float": "float32", "double": "float64"}.get(text[7:-1], text[7:-1])
     return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16"}.get(text, text)
+
+
+def apply_layout(x: Any, layout: str, lib: Any) -> Any:
+    """``layout`` applied to the 4x12 base ``x`` of ``lib`` (numpy, torch,
+    bridge or mlx: libraries with NumPy-like views; each layout a view, never
+    a copy)."""
+    if layout == "contiguous":
+        return x
+    if layout == "transposed":
+        return x.T
+    if layout == "stepped":
+        return x[::2, 1::3]
+    if layout == "negative":
+        return x[::-1, ::-2]
+    if layout == "broadcast":
+        row = x[0]
+        return lib.broadcast_to(row, (3, 12)) if lib is np or _is_mlx(lib) else row.expand(3, 12)
+    if layout == "size1-odd":
+        if lib is np:
+            return np.lib.stride_tricks.as_strided(x, (4, 1), (12 * x.itemsize, 7 * x.itemsize))
+        return lib.as_strided(x, (4, 1), (12, 7)) if _is_mlx(lib) else x.as_strided((4, 1), (12, 7))
+    if layout == "0-d":
+        return x[1:2, 1:2].reshape(()) if lib is np else x[1, 1]
+    if layout == "zero-size":
+        return x[:, 5:5]
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def _is_mlx(lib: Any) -> bool:
+    return getattr(lib, "__name__", "") == "mlx.core"
 
 
 def _contiguous(ref: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -85,19 +115,7 @@ def produce(peer: str, m: Make) -> Any:
 
         base = m.base
         x = mx.array(base.astype(np.float32)).astype(mx.bfloat16) if m.dtype == "bfloat16" else mx.array(base)
-        if layout == "transposed":
-            return x.T
-        if layout == "stepped":
-            return x[::2, 1::3]
-        if layout == "negative":
-            return x[::-1, ::-2]
-        if layout == "broadcast":
-            return mx.broadcast_to(x[0], (3, 12))
-        if layout == "size1-odd":
-            return mx.as_strided(x, (4, 1), (12, 7))
-        if layout == "0-d":
-            return x[1, 1]
-        return x if layout == "contiguous" else x[:, 5:5]
+        return apply_layout(x, layout, mx)
     if peer == "onnxruntime":
         import onnxruntime as ort
 
@@ -258,6 +276,7 @@ def consumers(want: Callable[[str], bool], make: Callable[..., Any]) -> list[Any
         import warp as wp
 
         wp.config.quiet = True
+        wp.init()  # as a user does first; warp's DLPack import refuses an uninitialised runtime
         common = dict(values=lambda x: np.array(x.numpy(), copy=True), address=lambda x: int(x.ptr),
                       writable=lambda x: True, poke=lambda x, v: _set_item(x.numpy(), v),
                       dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip

@@ -31,33 +31,8 @@ def reference(dtype: str, layout: str) -> np.ndarray[Any, Any]:
     """The NumPy view that defines a case's values and layout (writable)."""
     base = np.arange(48).reshape(4, 12)
     base = (base % 2).astype(bool) if dtype == "bool" else base.astype(_np_dtype(dtype))
-    view: np.ndarray[Any, Any] = _apply_layout(base, layout, np)
+    view: np.ndarray[Any, Any] = _frameworks.apply_layout(base, layout, np)
     return view
-
-
-def _apply_layout(x: Any, layout: str, lib: Any) -> Any:
-    """``layout`` applied to the 4x12 base ``x`` of a library with NumPy-like views."""
-    if layout == "contiguous":
-        return x
-    if layout == "transposed":
-        return x.T
-    if layout == "stepped":
-        return x[::2, 1::3]
-    if layout == "negative":
-        return x[::-1, ::-2]
-    if layout == "broadcast":
-        row = x[0]
-        return np.broadcast_to(row, (3, 12)) if lib is np else row.expand(3, 12)
-    if layout == "size1-odd":
-        isz = x.itemsize if lib is np else 1
-        if lib is np:
-            return np.lib.stride_tricks.as_strided(x, (4, 1), (12 * isz, 7 * isz))
-        return x.as_strided((4, 1), (12, 7))
-    if layout == "0-d":
-        return x[1, 1] if lib is not np else x[1:2, 1:2].reshape(())
-    if layout == "zero-size":
-        return x[:, 5:5]
-    raise ValueError(f"unknown layout {layout!r}")
 
 
 class NotMade(Exception):
@@ -83,7 +58,7 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
             frozen.flags.writeable = False
             return bridge.from_numpy(frozen), ref.copy()
         base = bridge.tensor(reference(dtype, "contiguous"))  # memory bridge allocated
-        return _apply_layout(base, layout, bridge), ref.copy()
+        return _frameworks.apply_layout(base, layout, bridge), ref.copy()
     if readonly:
         raise NotMade(f"{peer} has no read-only tensors")
     if peer == "torch":
@@ -97,7 +72,7 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
             base = torch.from_numpy(reference("float32", "contiguous").copy()).to(torch.bfloat16)
         else:
             base = torch.from_numpy(reference(dtype, "contiguous").copy())
-        return _apply_layout(base, layout, torch), ref.copy()
+        return _frameworks.apply_layout(base, layout, torch), ref.copy()
     if peer == "jax":
         import jax.numpy as jnp
 

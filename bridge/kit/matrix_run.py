@@ -85,12 +85,17 @@ _WHY = ("Check failed", "terminate called", "what():", "Fatal Python error", "Se
 
 
 def crash_line(lines: list[str]) -> str:
-    """The line of a dead child's stderr that best says why it died."""
-    for marker in _WHY:
-        for ln in lines:
-            if marker in ln:
-                return ln
-    return lines[-1] if lines else ""
+    """The line of a dead child's stderr that best says why it died; for a
+    fatal signal, with the innermost Python frame faulthandler printed (which
+    library's code was running)."""
+    why = next((ln for marker in _WHY for ln in lines if marker in ln), lines[-1] if lines else "")
+    if "Fatal Python error" in why:
+        frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "')), "")
+        if frame:
+            path, _, rest = frame[6:].partition('"')
+            where = "/".join(path.split("/")[-3:])
+            why = f"{why.strip()} in {where}{rest.split(' in ')[0]}"
+    return why
 
 
 def _risky_key(cell: Cell) -> tuple[str, str, str]:
@@ -311,7 +316,8 @@ def run_worker(
     library, that peer and the peers imported before it (else empty)."""
     payload = json.dumps({"cells": [dataclasses.asdict(c) for c in cells], "risky": list(risky or ()),
                           "preload": list(preload or ())})  # fmt: skip
-    env = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
+    # faulthandler: a fatal signal prints the Python frame it hit (crash_line).
+    env = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu", "PYTHONFAULTHANDLER": "1"}
     run = _ChildRun(progress)
     end = run_child(code, on_event=run.on_event, stdin=payload, env=env)
     if len(run.finished) == len(cells):
