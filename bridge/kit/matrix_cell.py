@@ -35,6 +35,8 @@ def _producer_address(obj: Any) -> int | None:
         lambda o: o.__array_interface__["data"][0],
         lambda o: o.unsafe_buffer_pointer(),
         lambda o: arrow_address(o),
+        # mlx and other buffer exporters: the buffer's first element (memoryview never copies)
+        lambda o: np.asarray(memoryview(o)).__array_interface__["data"][0],
     ):
         try:
             value = probe(obj)
