@@ -131,12 +131,13 @@ def test_crash_line_picks_the_telling_line() -> None:
     from bridge.kit.matrix_run import crash_line
 
     tf = ["I0000 cpu_feature_guard.cc:227] This TensorFlow binary is optimized",
-          "F0000 tensor.cc:899] Check failed: IsAligned() ptr = 0x5635ef34b2da",
+          "F0000 00:00:1795454656.995748    4029 tensor.cc:899] Check failed: IsAligned() ptr = 0x5635ef34b2da",
           "*** Check failure stack trace: ***", "    @     0x7f75  cfunction_call"]  # fmt: skip
-    assert crash_line(tf).startswith("F0000 tensor.cc:899] Check failed: IsAligned()")
+    assert crash_line(tf).startswith("tensor.cc:899] Check failed: IsAligned()")
     torch = ["terminate called after throwing an instance of 'c10::Error'", "  what():  negative strides"]
     assert crash_line(torch).startswith("terminate called")
     segv = ["Fatal Python error: Segmentation fault", "", "Current thread 0x1 (most recent call first):",
+            '  File "<frozen importlib._bootstrap>", line 241 in _call_with_frames_removed',
             '  File "/v/site-packages/paddle/base/core.py", line 301 in <module>']  # fmt: skip
     assert crash_line(segv) == "Fatal Python error: Segmentation fault in paddle/base/core.py, line 301"
     assert crash_line([]) == ""

@@ -13,6 +13,7 @@ import dataclasses
 import gc
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -84,13 +85,17 @@ _WHY = ("Check failed", "terminate called", "what():", "Fatal Python error", "Se
         "Abort", "Error", "error")  # fmt: skip
 
 
+_GLOG_PREFIX = re.compile(r"^[FEWI]\d{4} [\d:.]+\s+\d+ ")
+
+
 def crash_line(lines: list[str]) -> str:
     """The line of a dead child's stderr that best says why it died; for a
     fatal signal, with the innermost Python frame faulthandler printed (which
     library's code was running)."""
     why = next((ln for marker in _WHY for ln in lines if marker in ln), lines[-1] if lines else "")
+    why = _GLOG_PREFIX.sub("", why)  # absl/glog's "F0000 00:00:1795.9 4029 " says nothing
     if "Fatal Python error" in why:
-        frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "')), "")
+        frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "/')), "")
         if frame:
             path, _, rest = frame[6:].partition('"')
             where = "/".join(path.split("/")[-3:])

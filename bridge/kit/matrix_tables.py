@@ -204,8 +204,7 @@ def format_table(cells: list[Cell], width: int = 80) -> list[tuple[str, str]]:
             copies[c.protocol][f"{c.producer}->{c.consumer}"] += 1
     if copies:
         n_copies = sum(sum(v.values()) for v in copies.values())
-        out += [("", ""), (f"Copies: {n_copies} cells (the exchange worked, not zero-copy; copy=True cells "
-                           "left out)", "bold yellow")]  # fmt: skip
+        out += [("", ""), (f"Copies: {n_copies} cells (not zero-copy; copy=True cells not counted)", "bold yellow")]
         for protocol in ordered(copies, protocols):
             pairs = ", ".join(f"{pair} {n}" for pair, n in copies[protocol].most_common())
             out += [(line, "") for line in _wrap(f"{protocol}: {pairs}", width, "  ", 3)]
