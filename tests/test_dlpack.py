@@ -542,6 +542,36 @@ def test_import_through_torch_exchange_api(torch):
     assert isinstance(made, torch.Tensor) and made.tolist() == [0, 1, 2]
 
 
+def test_api_convert_hands_tensors_between_exchange_apis(torch):
+    """_drivers.api_convert: one library's exchange API to another's, no
+    capsule (the matrix's dlpack-c-api cells); each export's deleter runs
+    exactly once, also when the destination refuses the tensor."""
+    ours = bridge.Tensor.__dlpack_c_exchange_api__
+    theirs = type(torch.zeros(1)).__dlpack_c_exchange_api__
+    t = bridge.arange(6, dtype=bridge.float32)
+    before = counts()
+    x = _drivers.api_convert(ours, theirs, t)
+    assert isinstance(x, torch.Tensor) and x.data_ptr() == t.data_ptr()
+    back = _drivers.api_convert(theirs, ours, x)
+    assert isinstance(back, bridge.Tensor) and back.data_ptr() == t.data_ptr()
+    del x, back
+    gc.collect()
+    after = counts()
+    assert after["api_exports"] - before["api_exports"] == 1
+    assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 1
+    # torch has no float6: its to_py_object fails and the export is released here.
+    odd = bridge.zeros(4, dtype=bridge.float6_e2m3fn)
+    before = counts()
+    with pytest.raises(RuntimeError, match="Unsupported code"):  # torch's c10::Error
+        _drivers.api_convert(ours, theirs, odd)
+    after = counts()
+    assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 1
+    with pytest.raises(ValueError):
+        _drivers.api_convert(ours, "not a capsule", t)
+    with pytest.raises(TypeError):
+        _drivers.api_convert(ours, theirs)
+
+
 # ------------------------------------- views that outlive their bytes (issue 9)
 
 

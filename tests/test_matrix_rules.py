@@ -129,9 +129,11 @@ def test_dtype_rule_catches_a_producer_exporting_another_dtype(monkeypatch: pyte
 
 def test_exceptions_rule_catches_a_consumer_refusing_with_runtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(x: Any) -> Any:
-        raise RuntimeError("cannot take this")
+        raise RuntimeError("/build/src/lib/convert.cc:207 cannot take this")
 
-    _broken(_run(monkeypatch, _np_consumer(refuse, peer="broken")), "exceptions")
+    cell = _run(monkeypatch, _np_consumer(refuse, peer="broken"))
+    _broken(cell, "exceptions")
+    assert "convert.cc:207 cannot take this" in cell.detail and "/build" not in cell.detail
 
     def refuse_right(x: Any) -> Any:
         raise BufferError("cannot take this")

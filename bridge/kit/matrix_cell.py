@@ -11,6 +11,7 @@ consumer's object dies.
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -218,11 +219,16 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     return cell
 
 
+# A library's build path in its message (/onnxruntime_src/.../dlpack_converter.cc:207)
+# says no more than the file's name.
+_SOURCE_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+([\w.+-]+)")
+
+
 def _refusal(cell: Cell, e: Exception) -> Cell:
     """A consumer's exception: a refusal of an allowed type, or a violation of
     the exceptions rule (or of the keyword's rule, for a keyword the producer
     does not take)."""
-    kind, text = type(e).__name__, str(e).splitlines()[0][:120] if str(e) else ""
+    kind, text = type(e).__name__, _SOURCE_PATH.sub(r"\1", str(e).splitlines()[0])[:120] if str(e) else ""
     keyword = _KEYWORD_RULES.get(cell.protocol)
     if keyword and isinstance(e, TypeError) and keyword in text and "keyword" in text:
         return _violate(cell, keyword, f"__dlpack__ does not take {keyword}=: {kind}: {text}")
