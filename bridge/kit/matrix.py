@@ -1,32 +1,33 @@
 """The interop matrix: every installed producer x consumer x protocol, checked.
 
 ``python -m bridge matrix`` (and the ``bridge`` console script) finds the peers
-installed (numpy, torch, jax, pyarrow, polars, nanoarrow, tvm-ffi, pydlpack,
-cupy, and bridge itself), and for each producer hands tensors of a grid of
-cases (dtypes x layouts x read-only) to each consumer through each protocol it
-speaks. Every cell is checked, not assumed:
-
-* values equal (bit for bit, NaNs included);
-* zero-copy proven by address (the consumer's first element is the producer's)
-  and, where both sides are writable, by a write seen on the other side;
-* read-only not lost (a read-only source must not come back writable);
-* for cells with bridge on either side, the DLPack/Arrow deleters balance
-  (bridge's C counters) once the consumer's object dies;
-* a refusal is an exception of a type the protocols allow.
+installed (:data:`~bridge.kit.matrix_grid.PEERS`: bridge, numpy, torch, jax,
+pyarrow, polars, nanoarrow, tvm-ffi, pydlpack, paddle, mlx, onnxruntime,
+array-api-strict, pandas, xarray, tensorflow, warp, cupy), and for each
+producer hands tensors of a grid of cases (dtypes x layouts x read-only) to
+each consumer through each protocol it speaks. Every cell is checked against
+rules the specs state (:mod:`bridge.kit.rules`), and a violation names its
+rule: values, strides and shape intact; the dtype unchanged; a write through
+the consumer's result never reaching a read-only source; bridge's deleters
+balanced once the consumer's object dies; refusals of the types the array API
+names; ``copy``/``dl_device`` honoured. Zero-copy is proven by address (the
+consumer's first element is the producer's).
 
 Verdicts: ``zero-copy``, ``copy``, ``unverified`` (the exchange worked but the
 checker cannot observe the result's address or values), ``refused``,
-``violation`` (with the rule),
-``crash`` (each producer runs in its own subprocess, so a crash ends only the
-cell it happened in; the run resumes after it), and ``n/a`` when a producer
-cannot make a case (torch has no negative strides, Arrow has no 2-d arrays).
+``violation`` (with the rule), ``crash`` (the cells run in child processes, so
+a crash ends only the cell it happened in; the run resumes after it), and
+``n/a`` when a producer cannot make a case (torch has no negative strides,
+Arrow has no 2-d arrays).
 
 This module is the public face and the command line; the parts live beside
-it: :mod:`~bridge.kit.matrix_grid` (names, cells, verdicts),
-:mod:`~bridge.kit.matrix_peers` (how each library produces and consumes),
-:mod:`~bridge.kit.matrix_cell` (one exchange, judged),
-:mod:`~bridge.kit.matrix_run` (the grid, run in child processes) and
-:mod:`~bridge.kit.matrix_tables` (the reports).
+it: :mod:`~bridge.kit.matrix_grid` (names, cells, verdicts, who is held
+responsible), :mod:`~bridge.kit.matrix_peers` and
+:mod:`~bridge.kit.matrix_frameworks` (how each library produces and
+consumes), :mod:`~bridge.kit.matrix_cell` (one exchange, judged),
+:mod:`~bridge.kit.rules` (the rules), :mod:`~bridge.kit.matrix_run` (the
+grid, run in child processes), :mod:`~bridge.kit.matrix_tables` and
+:mod:`~bridge.kit.matrix_html` (the reports).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ escaped so that no detail text can end the block). It shows, top to bottom:
 
 * the title, what ``meta`` holds (versions, date, machine, the command) and
   the legend of the verdicts and their colours;
-* per library, as producer and as consumer, its crashes and violations with
-  the rules broken (each rule's name, its spec citation linked to the spec);
+* per library held responsible (:func:`~bridge.kit.matrix_grid.culprits`),
+  its crashes and violations with the rules broken (each rule's name, its
+  spec citation linked to the spec);
 * per protocol, a producer x consumer grid (``table.grid[data-protocol=...]``)
   whose cells (``td.cell[data-producer=...][data-consumer=...]``) are coloured
   by their worst verdict (:data:`bridge.kit.matrix_tables.SEVERITY`) and show
@@ -42,12 +43,12 @@ COLOURS: dict[str, str] = {
     "violation": "#ffa8a8", "crash": "#c92a2a", "n/a": "#e9ecef",
 }  # fmt: skip
 _MEANING = {
-    "zero-copy": "the consumer reads the producer's memory (proven by address, and by a write)",
+    "zero-copy": "the consumer reads the producer's memory (proven by address)",
     "copy": "the values crossed intact, in new memory",
     "unverified": "the exchange worked; the checker cannot observe the result's address or values",
     "refused": "the consumer refused with an exception the protocol allows",
     "violation": "a spec rule was broken (the rule is named)",
-    "crash": "the process died, or raised what no protocol allows",
+    "crash": "the process died (a signal or an abort), with its last words",
     "n/a": "the producer cannot make this case",
 }  # fmt: skip
 #: The letter a grid cell shows before each verdict's count.
