@@ -66,10 +66,12 @@ browser-tools:
 # `python -m pytest`, so that the checkout's own bridge/ is not put first.
 SAN_DIR := build/sanitize
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-# DuckDB is left out: its C++ exceptions trip an internal ASan CHECK when
-# libasan is preloaded (`duckdb.sql("select error('x')")` alone aborts).
+# DuckDB, and the test where torch throws, are left out: a C++ exception trips
+# an internal ASan CHECK when libasan is preloaded (`duckdb.sql("select
+# error('x')")` alone aborts).
 SAN_TESTS ?= tests/test_native.py tests/test_tensor.py tests/test_views_property.py tests/test_storage.py \
-  tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py -k "not duckdb"
+  tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py \
+  -k "not duckdb and not destination_throws"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
 	cp -r bridge $(SAN_DIR)/ && rm -rf $(SAN_DIR)/bridge/*.so $(SAN_DIR)/bridge/__pycache__
