@@ -156,7 +156,7 @@ def _path(cell: Cell, obj: Any, calls: _DlpackCalls, api_before: tuple[int, int]
         return "__dlpack__"  # (a type without the API has no other DLPack path)
     if cell.consumer == "tvm_ffi":
         return "exchange-api"  # tvm_ffi.from_dlpack reads the type's API whenever it has one
-    if calls.installed and hasattr(type(obj), "__dlpack_c_exchange_api__"):
+    if calls.installed:
         return "exchange-api"  # __dlpack__ was not asked, and the type has the API
     return ""
 
