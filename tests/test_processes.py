@@ -194,9 +194,8 @@ def test_shared_file_storages_travel_by_path(tmp_path):
     assert np.fromfile(path, dtype=np.float32)[0] == 42.0
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this system")
 def test_nothing_named_in_dev_shm_even_after_sigkill_of_both_sides(tmp_path):
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm on this system")
     before = {n for n in os.listdir("/dev/shm") if "bridge" in n}
     code = textwrap.dedent(
         """
