@@ -565,6 +565,27 @@ def test_api_convert_hands_tensors_between_exchange_apis(torch):
         _drivers.api_convert(ours, theirs)
 
 
+def test_api_convert_refuses_apis_it_cannot_use():
+    """An exchange API of another major version, or one without the functions
+    a conversion needs, is a BufferError naming the problem (nothing called)."""
+    import ctypes
+
+    class Api(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev", ctypes.c_void_p),
+                    ("fns", ctypes.c_void_p * 5)]  # fmt: skip
+
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    ours = bridge.Tensor.__dlpack_c_exchange_api__
+    t = bridge.arange(3)
+    future = Api(2, 0)
+    with pytest.raises(BufferError, match="major versions 1 and 2"):
+        _drivers.api_convert(ours, new(ctypes.addressof(future), b"dlpack_exchange_api", None), t)
+    empty = Api(1, 3)  # the right version, every function NULL
+    with pytest.raises(BufferError, match="lacks the functions"):
+        _drivers.api_convert(ours, new(ctypes.addressof(empty), b"dlpack_exchange_api", None), t)
+
+
 def test_api_convert_releases_the_export_when_the_destination_throws(torch):
     """The destination's failure leaves the tensor with api_convert, which
     runs its deleter. (torch fails by throwing a C++ exception, which an
