@@ -69,7 +69,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # DuckDB, and the test where torch throws, are left out: a C++ exception trips
 # an internal ASan CHECK when libasan is preloaded (`duckdb.sql("select
 # error('x')")` alone aborts).
-SAN_TESTS ?= tests/test_native.py tests/test_tensor.py tests/test_views_property.py tests/test_storage.py \
+SAN_TESTS ?= tests/test_native.py tests/test_tensor.py tests/test_views_property.py tests/test_storage.py tests/test_races.py \
   tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py \
   -k "not duckdb and not destination_throws"
 test-sanitize: $(STAMP)

@@ -160,43 +160,100 @@ static void storage_dealloc(StorageObject *s) {
   Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
+/* Copy the first min(old, new) bytes of the storage's current block into
+ * `dst` (`nbytes` long), the step before a switch to `dst`: a storage switches
+ * blocks only once the new block holds its bytes, and the copy and the switch
+ * run under one hold of the GIL, so no other thread sees the new block
+ * unwritten (torch copies, then swaps, too). */
+static int storage_keep_bytes(StorageObject *s, char *dst, int64_t nbytes) {
+  int64_t keep = s->nbytes < nbytes ? s->nbytes : nbytes;
+  if (keep <= 0) return 0;
+  if (!bridge_host_accessible(s->dev_type)) {
+    PyErr_SetString(PyExc_RuntimeError, "a device storage's bytes cannot be copied on the host");
+    return -1;
+  }
+  if (s->managed != NULL) { /* checked before copying: bridge_storage_adopt would refuse after */
+    PyErr_SetString(PyExc_RuntimeError, "an imported storage's ownership record cannot change");
+    return -1;
+  }
+  memmove(dst, s->data, (size_t)keep);
+  return 0;
+}
+
 /* _adopt(data, nbytes, owner, *, device=(1, 0), readonly=False,
- *        resizable=False, shared=False, filename=None) */
+ *        resizable=False, shared=False, filename=None, keep=False)
+ * keep=True: the current bytes are copied into the new block first. */
 static PyObject *storage_adopt_py(StorageObject *s, PyObject *args, PyObject *kwargs) {
   unsigned long long data;
   long long nbytes;
   PyObject *owner, *filename = Py_None;
-  int dev_type = kDLCPU, dev_id = 0, readonly = 0, resizable = 0, shared = 0;
+  int dev_type = kDLCPU, dev_id = 0, readonly = 0, resizable = 0, shared = 0, keep = 0;
   static char *kwlist[] = {"data", "nbytes", "owner", "device", "readonly", "resizable",
-                           "shared", "filename", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KLO|$(ii)pppO:_adopt", kwlist, &data, &nbytes,
+                           "shared", "filename", "keep", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KLO|$(ii)pppOp:_adopt", kwlist, &data, &nbytes,
                                    &owner, &dev_type, &dev_id, &readonly, &resizable, &shared,
-                                   &filename))
+                                   &filename, &keep))
     return NULL;
   if (owner == (PyObject *)s) { /* only an import may own itself (see bridge_storage_new_import) */
     PyErr_SetString(PyExc_ValueError, "a storage cannot be its own owner");
     return NULL;
   }
+  if (keep && (!bridge_host_accessible(dev_type) || (data == 0 && nbytes > 0))) {
+    PyErr_SetString(PyExc_ValueError, "keep=True needs a new block of host memory");
+    return NULL;
+  }
+  if (keep && storage_keep_bytes(s, (char *)(uintptr_t)data, nbytes) < 0) return NULL;
   if (bridge_storage_adopt(s, (char *)(uintptr_t)data, nbytes, dev_type, dev_id, owner, readonly,
                            resizable, shared, filename) < 0)
     return NULL;
   Py_RETURN_NONE;
 }
 
-/* _allocate(nbytes, zeroed=False): adopt a fresh block bridge owns. */
+/* _allocate(nbytes, zeroed=False, keep=False): adopt a fresh block bridge
+ * owns; keep=True copies the current bytes into it first (resize_). */
 static PyObject *storage_allocate_py(StorageObject *s, PyObject *args, PyObject *kwargs) {
   long long nbytes;
-  int zeroed = 0;
-  static char *kwlist[] = {"nbytes", "zeroed", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|p:_allocate", kwlist, &nbytes, &zeroed))
+  int zeroed = 0, keep = 0;
+  static char *kwlist[] = {"nbytes", "zeroed", "keep", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|pp:_allocate", kwlist, &nbytes, &zeroed, &keep))
     return NULL;
   char *data;
   PyObject *owner = bridge_memory_new(nbytes, zeroed, &data);
   if (owner == NULL) return NULL;
-  int rc = bridge_storage_adopt(s, data, nbytes, kDLCPU, 0, owner, 0, 1, 0, NULL);
+  int rc = keep ? storage_keep_bytes(s, data, nbytes) : 0;
+  if (rc == 0) rc = bridge_storage_adopt(s, data, nbytes, kDLCPU, 0, owner, 0, 1, 0, NULL);
   Py_DECREF(owner);
   if (rc < 0) return NULL;
   Py_RETURN_NONE;
+}
+
+/* _slice(slice): a new storage over bytes [start, stop) of this one (step 1),
+ * with its owner, read-only bit, file and shared flag. The bounds are taken
+ * from the size the storage has at this moment, in the same step as the
+ * address, so another thread's resize_() cannot put the view past the block. */
+static PyObject *storage_slice_py(StorageObject *s, PyObject *key) {
+  Py_ssize_t start, stop, step;
+  if (!PySlice_Check(key)) return PyErr_Format(PyExc_TypeError, "_slice() expects a slice");
+  if (PySlice_Unpack(key, &start, &stop, &step) < 0) return NULL;
+  if (step != 1) {
+    PyErr_SetString(PyExc_ValueError, "storage slices must have step 1");
+    return NULL;
+  }
+  if (!bridge_host_accessible(s->dev_type)) {
+    PyErr_Format(PyExc_RuntimeError, "a storage on a device (type %d) cannot be sliced on the host",
+                 (int)s->dev_type);
+    return NULL;
+  }
+  Py_ssize_t n = PySlice_AdjustIndices((Py_ssize_t)s->nbytes, &start, &stop, step);
+  StorageObject *out = storage_alloc_object();
+  if (out == NULL) return NULL;
+  if (bridge_storage_adopt(out, n ? s->data + start : s->data, (int64_t)n, s->dev_type, s->dev_id,
+                           bridge_storage_owner(s), s->readonly, 0, s->shared,
+                           s->filename != NULL ? s->filename : Py_None) < 0) {
+    Py_DECREF(out);
+    return NULL;
+  }
+  return (PyObject *)out;
 }
 
 static PyObject *storage_data_ptr(StorageObject *s, PyObject *unused) {
@@ -276,9 +333,14 @@ static PySequenceMethods storage_as_sequence = {.sq_length = (lenfunc)storage_le
 static PyMethodDef storage_methods[] = {
     {"_adopt", (PyCFunction)(void (*)(void))storage_adopt_py, METH_VARARGS | METH_KEYWORDS,
      "_adopt($self, data, nbytes, owner, *, device=(1, 0), readonly=False, resizable=False, "
-     "shared=False, filename=None)\n--\n\nSet the ownership record (private)."},
+     "shared=False, filename=None, keep=False)\n--\n\nSet the ownership record; keep=True "
+     "copies the current bytes into the new block first, in the same step (private)."},
     {"_allocate", (PyCFunction)(void (*)(void))storage_allocate_py, METH_VARARGS | METH_KEYWORDS,
-     "_allocate($self, nbytes, zeroed=False)\n--\n\nAdopt fresh memory bridge owns (private)."},
+     "_allocate($self, nbytes, zeroed=False, keep=False)\n--\n\nAdopt fresh memory bridge owns; "
+     "keep=True copies the current bytes into it first, in the same step (private)."},
+    {"_slice", (PyCFunction)storage_slice_py, METH_O,
+     "_slice($self, key, /)\n--\n\nA storage over the bytes of a step-1 slice, bounded by the "
+     "size at this moment (private)."},
     {"data_ptr", (PyCFunction)storage_data_ptr, METH_NOARGS,
      "data_ptr($self, /)\n--\n\nAddress of the first byte (0 only for some empty foreign storages)."},
     {"nbytes", (PyCFunction)storage_nbytes, METH_NOARGS, "nbytes($self, /)\n--\n\nSize in bytes."},

@@ -100,6 +100,25 @@ static PyObject *tensor_check_bounds_py(TensorObject *t, PyObject *const *args, 
   Py_RETURN_NONE;
 }
 
+/* _parts(error=BufferError): (storage, dtype, shape, strides, offset), read
+ * in one step and checked against the bytes the storage holds now (`error`
+ * when the view reaches past them), so that a set_() or resize_() in another
+ * thread cannot mix one geometry with another storage (pickling, deepcopy). */
+static PyObject *tensor_parts_py(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *exc = nargs > 0 ? args[0] : PyExc_BufferError;
+  if (!PyExceptionClass_Check(exc)) return PyErr_Format(PyExc_TypeError, "expected an exception class");
+  if (bridge_tensor_check_bounds(t, exc) < 0) return NULL;
+  PyObject *shape = shape_tuple(t);
+  if (shape == NULL) return NULL;
+  PyObject *strides = strides_tuple(t);
+  if (strides == NULL) {
+    Py_DECREF(shape);
+    return NULL;
+  }
+  return Py_BuildValue("(OONNL)", (PyObject *)t->storage, (PyObject *)t->dtype, shape, strides,
+                       (long long)t->offset);
+}
+
 /* _set_geometry(storage, dtype, shape, strides, offset): set_() and the
  * in-place view ops; user geometry (ValueError when it leaves the storage). */
 static PyObject *tensor_set_geometry(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
@@ -150,6 +169,9 @@ static PyMethodDef tensor_core_methods[] = {
     {"_check_bounds", (PyCFunction)(void (*)(void))tensor_check_bounds_py, METH_FASTCALL,
      "_check_bounds($self, error=BufferError, /)\n--\n\nRaise `error` when the view reaches past "
      "the bytes its storage holds now (private)."},
+    {"_parts", (PyCFunction)(void (*)(void))tensor_parts_py, METH_FASTCALL,
+     "_parts($self, error=BufferError, /)\n--\n\n(storage, dtype, shape, strides, offset) in "
+     "one step, `error` when the view reaches past its storage's bytes (private)."},
     {"_set_geometry", (PyCFunction)(void (*)(void))tensor_set_geometry, METH_FASTCALL,
      "_set_geometry($self, storage, dtype, shape, strides, offset, /)\n--\n\nRepoint this tensor "
      "(private; set_ and the in-place view ops)."},

@@ -197,10 +197,14 @@ def test_dask_serializer_sends_the_tensors_own_memory():
     _, frames = serialize(p)
     assert address(frames[-1]) == p.untyped_storage().data_ptr()
 
-    # a small view of a big tensor ships just its own bytes, still without a copy
+    # a small view of a big tensor ships its storage (views keep sharing), still
+    # without a copy; its clone() ships just its own bytes
     v = t[1000:1010]
     _, frames = serialize(v)
-    assert memoryview(frames[-1]).nbytes == v.nbytes and address(frames[-1]) == v.data_ptr()
+    assert memoryview(frames[-1]).nbytes == t.nbytes and address(frames[-1]) == t.data_ptr()
+    c = v.clone()
+    _, frames = serialize(c)
+    assert memoryview(frames[-1]).nbytes == c.nbytes and address(frames[-1]) == c.data_ptr()
 
 
 def test_dask_deserializer_views_the_received_frames():

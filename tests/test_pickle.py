@@ -57,15 +57,44 @@ def test_the_out_of_band_buffer_is_the_tensors_own_memory():
     assert address(bufs[0]) == t.data_ptr()  # sending copies nothing
 
 
-def test_a_small_view_of_a_large_storage_sends_about_its_own_bytes():
+def test_a_view_pickles_its_whole_storage_as_torch_does():
     big = bridge.zeros(1 << 20)  # 4 MiB
     v = big[1000:1010]
-    _, bufs = roundtrip5(v)
-    assert memoryview(bufs[0]).nbytes == 40
-    assert len(pickle.dumps(v, protocol=4)) < 400
-    w = big[::4096]  # strided: its span, not the storage
-    u, bufs = roundtrip5(w)
-    assert memoryview(bufs[0]).nbytes < big.nbytes and u.tolist() == w.tolist()
+    u, bufs = roundtrip5(v)
+    assert len(bufs) == 1 and memoryview(bufs[0]).nbytes == big.nbytes  # out of band: no copy
+    assert address(bufs[0]) == big.data_ptr()
+    assert u.storage_offset() == 1000 and u.untyped_storage().nbytes() == big.nbytes
+    assert u.tolist() == v.tolist()
+    w = big[::4096]
+    u, _ = roundtrip5(w)
+    assert u.stride() == (4096,) and u.tolist() == w.tolist()
+    small = v.clone()  # the way to send only a view's bytes, as in torch
+    assert memoryview(roundtrip5(small)[1][0]).nbytes == 40
+
+
+def test_a_dict_of_views_of_one_flat_buffer_keeps_its_aliasing_as_torch_save_does():
+    torch = pytest.importorskip("torch")
+    import io
+
+    def torch_roundtrip(obj):
+        f = io.BytesIO()
+        torch.save(obj, f)
+        f.seek(0)
+        return torch.load(f)
+
+    for lib, roundtrip in ((bridge, lambda o: pickle.loads(pickle.dumps(o, protocol=4))), (torch, torch_roundtrip)):
+        flat = lib.zeros(1000)
+        weights = {"w1": flat[:10].view(2, 5), "b1": flat[10:12], "w2": flat[100:400].view(10, 30)}
+        back = roundtrip(weights)
+        assert len({back[k].untyped_storage().data_ptr() for k in back}) == 1, lib  # one storage
+        back["b1"][0] = 7.0
+        assert back["w1"].untyped_storage().nbytes() == 4000
+        assert back["w2"].storage_offset() == 100
+    assert len(pickle.dumps(weights_of(bridge.zeros(1000)), protocol=4)) < 4000 + 1000  # once
+
+
+def weights_of(flat):
+    return {"w1": flat[:10].view(2, 5), "b1": flat[10:12], "w2": flat[100:400].view(10, 30)}
 
 
 def test_two_views_of_one_storage_still_share_after_loads():

@@ -1,7 +1,7 @@
-"""Tensors through multiprocessing (bridge.interop.processes): shared storages
-arrive as views of the same memory under fork, spawn and forkserver; others
-by value; nothing named in /dev/shm, so nothing leaks after SIGKILL; file
-descriptors do not run out."""
+"""Tensors through multiprocessing (bridge.interop.processes): every storage
+sent arrives as a view of the same shared memory under fork, spawn and
+forkserver, whatever its size; nothing named in /dev/shm, so nothing leaks
+after SIGKILL; file descriptors do not run out; hostile pickles are refused."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import bridge
-from bridge.interop.processes import SMALL_NBYTES
+from bridge.core.owners import ARENA_SLICE_MAX
 
 METHODS = [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()]
 TIMEOUT = 60
@@ -115,17 +115,28 @@ def test_pool_maps_over_shared_tensors(method):
     assert all(t.tolist() == [5.0] * 8 for t in ts)
 
 
-def test_small_unshared_tensors_go_by_value():
+def test_small_unshared_tensors_are_shared_too():
     t = bridge.arange(10.0)
     _, p, q_in, q_out = run_child("spawn", _write_first)
     q_in.put(t)
-    assert q_out.get(timeout=TIMEOUT) == (False, [42.0, 1.0])
+    assert q_out.get(timeout=TIMEOUT) == (True, [42.0, 1.0])
     p.join(TIMEOUT)
-    assert t[0].item() == 0.0 and not t.is_shared()  # a copy went
+    assert t[0].item() == 42.0 and t.is_shared()  # the child's write, seen here
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_pool_writes_to_a_small_tensor_are_kept_as_with_torch(method):
+    torch = pytest.importorskip("torch")
+    with mp.get_context(method).Pool(1) as pool:
+        ours, theirs = bridge.zeros(100), torch.zeros(100)
+        assert pool.map(_fill, [ours]) == [True]
+        pool.map(_fill, [theirs])
+    assert theirs.tolist() == [5.0] * 100  # torch's meaning: sent means shared
+    assert ours.tolist() == [5.0] * 100
 
 
 def test_large_tensors_bridge_allocated_move_to_shared_memory_as_in_torch():
-    t = bridge.zeros(SMALL_NBYTES)  # 4x the threshold in bytes
+    t = bridge.zeros(ARENA_SLICE_MAX)  # 4x the arena slice limit in bytes
     ptr = t.data_ptr()
     _, p, q_in, q_out = run_child("spawn", _write_first)
     q_in.put(t)
@@ -135,7 +146,7 @@ def test_large_tensors_bridge_allocated_move_to_shared_memory_as_in_torch():
 
 
 def test_large_foreign_tensors_are_copied_into_shared_memory():
-    arr = np.zeros(SMALL_NBYTES, dtype=np.float32)
+    arr = np.zeros(ARENA_SLICE_MAX, dtype=np.float32)
     t = bridge.from_numpy(arr)
     _, p, q_in, q_out = run_child("spawn", _write_first)
     q_in.put(t)
@@ -258,3 +269,200 @@ def test_a_sender_that_exits_too_early_is_a_clear_error():
     p.join(TIMEOUT)  # gone before the descriptor was taken
     with pytest.raises(RuntimeError, match="sending process exited"):
         q_out.get(timeout=TIMEOUT)
+
+
+# ---- what arrives keeps its meaning
+
+
+def _report_readonly(q_in, q_out):
+    t = q_in.get(timeout=TIMEOUT)
+    try:
+        t[0] = 1.0
+        wrote = True
+    except ValueError:
+        wrote = False
+    q_out.put((t.is_readonly, wrote, t[1].item()))
+
+
+@pytest.mark.parametrize("n", [8, ARENA_SLICE_MAX])
+def test_read_only_foreign_tensors_arrive_read_only(n):
+    arr = np.arange(n, dtype=np.float32)
+    arr.flags.writeable = False
+    _, p, q_in, q_out = run_child("spawn", _report_readonly)
+    q_in.put(bridge.from_numpy(arr))
+    assert q_out.get(timeout=TIMEOUT) == (True, False, 1.0)
+    p.join(TIMEOUT)
+
+
+def _sum_all(q_in, q_out):
+    got = q_in.get(timeout=TIMEOUT)
+    q_out.put(sum(t.sum().item() for t in got))
+
+
+def test_file_storage_slices_travel_with_their_offset(tmp_path):
+    path = tmp_path / "data.bin"
+    np.arange(16, dtype=np.float32).tofile(path)
+    s = bridge.UntypedStorage.from_file(str(path), shared=True)
+    part = bridge.zeros(0).set_(s[32:48], 0, (4,), (1,))  # elements 8..11
+    _, p, q_in, q_out = run_child("spawn", _write_first)
+    q_in.put(part)
+    assert q_out.get(timeout=TIMEOUT) == (True, [42.0, 9.0])
+    p.join(TIMEOUT)
+    assert np.fromfile(path, dtype=np.float32)[8] == 42.0 and path.stat().st_size == 64
+
+
+def _keep_writing_while_sent(n_sends):
+    """The sender writes 1, 2, 3, ... into its tensor while a Queue's feeder
+    thread moves it into shared memory: no write may be lost and no read may
+    see bytes never written (the move copies first, then switches)."""
+    import threading
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    bad = []
+    for _ in range(n_sends):
+        t = bridge.zeros(1 << 15)
+        t.fill_(-1.0)
+        done = threading.Event()
+
+        def writer(t=t, done=done):
+            k = 0
+            while not done.is_set() or k < 200:
+                k += 1
+                t[0] = float(k)
+                if t[0].item() != float(k) or t[5].item() != -1.0:
+                    bad.append(k)
+                    return
+
+        w = threading.Thread(target=writer)
+        w.start()
+        q.put(t)
+        q.get(timeout=TIMEOUT)
+        done.set()
+        w.join()
+    return bad
+
+
+def test_writes_made_while_a_queue_moves_the_tensor_are_kept():
+    import sys as _sys
+
+    old = _sys.getswitchinterval()
+    _sys.setswitchinterval(1e-6)
+    try:
+        assert _keep_writing_while_sent(50) == []
+    finally:
+        _sys.setswitchinterval(old)
+
+
+# ---- hostile pickles: nothing in them is trusted
+
+
+class _FakeDupFd:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def detach(self):
+        return self.fd
+
+
+def _memfd(nbytes):
+    fd = os.memfd_create("bridge-test")
+    os.ftruncate(fd, nbytes)
+    return fd
+
+
+needs_memfd = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create")
+
+
+@needs_memfd
+def test_a_pickled_offset_past_the_block_is_refused():
+    from bridge.interop.processes import _rebuild_shared
+
+    with pytest.raises(ValueError, match="reaches past its block"):
+        _rebuild_shared(_FakeDupFd(_memfd(4096)), 4096, 4000, 200, False)
+
+
+@needs_memfd
+def test_a_pickled_block_size_larger_than_the_memory_is_refused():
+    from bridge.interop.processes import _rebuild_shared
+
+    fd = _memfd(4096)
+    with pytest.raises(ValueError, match="its memory holds 4096"):
+        _rebuild_shared(_FakeDupFd(fd), 1 << 20, 0, 1 << 20, False)
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the refused descriptor was closed, not leaked
+
+
+@needs_memfd
+def test_a_block_mapped_already_bounds_later_slices():
+    from bridge.interop.processes import _rebuild_shared
+
+    fd = _memfd(4096)
+    first = _rebuild_shared(_FakeDupFd(os.dup(fd)), 4096, 0, 64, False)
+    os.ftruncate(fd, 1 << 20)  # the file grew; the mapping here did not
+    with pytest.raises(ValueError, match="mapped here"):
+        _rebuild_shared(_FakeDupFd(fd), 1 << 20, 8192, 64, False)
+    assert first.nbytes() == 64
+
+
+def test_a_descriptor_of_minus_one_is_refused():
+    from bridge.interop.processes import _rebuild_shared
+
+    with pytest.raises(ValueError, match="valid file descriptor"):
+        _rebuild_shared(_FakeDupFd(-1), 64, 0, 64, False)
+
+
+def test_a_descriptor_that_is_not_shared_memory_is_refused():
+    from bridge.interop.processes import _rebuild_shared
+
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(ValueError, match="not a shared-memory file"):
+        _rebuild_shared(_FakeDupFd(r), 64, 0, 64, False)
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((object(), 64, 0, 64, False), TypeError, "DupFd"),
+        ((_FakeDupFd(0), -1, 0, 0, False), ValueError, "block size"),
+        ((_FakeDupFd(0), 64, -8, 8, False), ValueError, "offset"),
+        ((_FakeDupFd(0), 64, 0, "64", False), ValueError, "size"),
+    ],
+)
+def test_bad_shared_storage_arguments_are_refused(args, exc, match):
+    from bridge.interop.processes import _rebuild_shared
+
+    with pytest.raises(exc, match=match):
+        _rebuild_shared(*args)
+
+
+def test_a_pickled_file_storage_never_creates_or_grows_the_file(tmp_path):
+    from bridge.interop.processes import _rebuild_file
+
+    path = tmp_path / "small.bin"
+    path.write_bytes(b"x" * 16)
+    with pytest.raises(ValueError, match="does not create or extend"):
+        _rebuild_file(str(path), 0, 1 << 20, False)
+    with pytest.raises(ValueError, match="does not create or extend"):
+        _rebuild_file(str(path), 12, 8, False)
+    assert path.stat().st_size == 16
+    missing = tmp_path / "missing.bin"
+    with pytest.raises(FileNotFoundError):
+        _rebuild_file(str(missing), 0, 16, False)
+    assert not missing.exists()
+    with pytest.raises(TypeError, match="path as a str"):
+        _rebuild_file(3, 0, 16, False)
+    ok = _rebuild_file(str(path), 4, 8, True)
+    assert ok.tolist() == [ord("x")] * 8 and ok.is_readonly
+
+
+def test_a_pickled_tensor_over_something_else_than_a_storage_is_refused():
+    from bridge.core.serialize import _rebuild_tensor
+
+    with pytest.raises(TypeError, match="needs an UntypedStorage"):
+        _rebuild_tensor(b"\x00" * 64, "float32", (4,), (1,), 0)
+    with pytest.raises(TypeError, match="dtype by a str"):
+        _rebuild_tensor(bridge.UntypedStorage(16), 7, (4,), (1,), 0)
+    with pytest.raises(ValueError):
+        _rebuild_tensor(bridge.UntypedStorage(16), "float32", (5,), (1,), 0)  # past the storage

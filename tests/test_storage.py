@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import gc
+import itertools
 import mmap
 import os
 import stat
@@ -16,6 +17,7 @@ import pytest
 
 import bridge
 from bridge import UntypedStorage
+from bridge.core.owners import ARENA_NBYTES, ARENA_SLICE_MAX
 
 
 def test_allocation_is_aligned_and_sized():
@@ -247,7 +249,7 @@ class TestSharedMemory:
     @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="POSIX shm is not under /dev/shm here")
     def test_block_has_no_name_and_closes_when_released(self):
         before = set(os.listdir("/dev/shm"))
-        s = UntypedStorage(32).share_memory_()
+        s = UntypedStorage(ARENA_SLICE_MAX + 1).share_memory_()  # a block of its own
         fd = s.owner.fd
         assert set(os.listdir("/dev/shm")) == before  # nameless: nothing that could leak
         assert stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size >= 32
@@ -262,14 +264,44 @@ class TestSharedMemory:
 
     def test_another_process_sees_writes(self):
         s = UntypedStorage(8).fill_(0).share_memory_()
+        offset = s.data_ptr() - s.owner.address  # a slice of an arena
         code = (
             "import mmap, sys, os\n"
             "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-            "m = mmap.mmap(fd, 8); m[0] = 42; m.close(); os.close(fd)\n"
+            "m = mmap.mmap(fd, 0); m[int(sys.argv[2])] = 42; m.close(); os.close(fd)\n"
         )
         path = f"/proc/{os.getpid()}/fd/{s.owner.fd}"
-        subprocess.run([sys.executable, "-c", code, path], check=True)
+        subprocess.run([sys.executable, "-c", code, path, str(offset)], check=True)
         assert s[0] == 42
+
+    def test_small_storages_are_aligned_slices_of_one_arena(self):
+        small = [UntypedStorage(n).fill_(i).share_memory_() for i, n in enumerate((1, 100, 4096, 0, 7))]
+        blocks = {id(s.owner) for s in small}
+        assert len(blocks) <= 2  # one arena, or two when the first filled up meanwhile
+        assert all(s.data_ptr() % 64 == 0 for s in small)
+        spans = sorted((s.data_ptr(), s.data_ptr() + s.nbytes()) for s in small if s.nbytes())
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # no two overlap
+        assert [s.tolist() for s in small] == [[i] * n for i, n in enumerate((1, 100, 4096, 0, 7))]
+        assert small[0].owner.nbytes == ARENA_NBYTES
+        big = UntypedStorage(ARENA_SLICE_MAX + 1).share_memory_()
+        assert big.owner.nbytes == ARENA_SLICE_MAX + 1 and big.data_ptr() == big.owner.address
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+    def test_a_forked_child_carves_from_an_arena_of_its_own(self):
+        parent = UntypedStorage(16).share_memory_()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its slice must not be the parent's next one
+            child = UntypedStorage(16).fill_(1).share_memory_()
+            os.write(w, b"1" if child.owner.fd != parent.owner.fd or
+                     os.fstat(child.owner.fd).st_ino != os.fstat(parent.owner.fd).st_ino else b"0")
+            os._exit(0)
+        os.close(w)
+        assert os.read(r, 1) == b"1"
+        os.waitpid(pid, 0)
+        os.close(r)
+        mine = UntypedStorage(16).fill_(0).share_memory_()
+        assert mine.tolist() == [0] * 16
 
     def test_foreign_storage_refuses_to_move(self):
         s = UntypedStorage.from_buffer(bytearray(8))

@@ -25,11 +25,12 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import threading
 import weakref
 
 from bridge._native import ffi
 
-__all__ = ["FileMapping", "SharedMemoryBlock", "address_of"]
+__all__ = ["ARENA_NBYTES", "ARENA_SLICE_MAX", "FileMapping", "SharedMemoryBlock", "address_of", "shared_block"]
 
 
 def address_of(buffer: object) -> int:
@@ -91,6 +92,48 @@ class SharedMemoryBlock:
     def address(self) -> int:
         """The first byte's address."""
         return int(ffi.cast("uintptr_t", self.pin))
+
+
+#: Storages of at most this many bytes share arenas when they move to shared memory.
+ARENA_SLICE_MAX = 1 << 16
+#: The size of one arena of shared memory that small storages are carved from.
+ARENA_NBYTES = 1 << 22
+
+_arena_lock = threading.Lock()
+_arena: SharedMemoryBlock | None = None
+_arena_used = 0
+
+
+def shared_block(nbytes: int) -> tuple[SharedMemoryBlock, int]:
+    """``(block, offset)``: ``nbytes`` bytes of nameless shared memory at
+    ``block.address + offset``, 64-byte aligned and zero-filled. A storage of
+    more than :data:`ARENA_SLICE_MAX` bytes gets a block of its own; a smaller
+    one a slice of a shared arena, so that thousands of small storages sent to
+    other processes cost a few file descriptors, not one each (pytorch#973,
+    #11201): each arena travels as one descriptor and each receiver maps it
+    once. An arena's pages are freed when the last storage carved from it
+    dies (slices are never reused while it lives), and a process that
+    receives a slice can read the whole arena it belongs to."""
+    global _arena, _arena_used
+    if nbytes > ARENA_SLICE_MAX:
+        return SharedMemoryBlock(nbytes), 0
+    with _arena_lock:
+        if _arena is None or _arena_used + nbytes > _arena.nbytes:
+            _arena, _arena_used = SharedMemoryBlock(ARENA_NBYTES), 0
+        offset = _arena_used
+        _arena_used += max(-(-nbytes // 64) * 64, 64)
+        return _arena, offset
+
+
+def _forget_arena_in_child() -> None:
+    # A forked child maps the parent's arena too: carving from it would hand
+    # both processes the same bytes. The child starts its own.
+    global _arena, _arena_lock, _arena_used
+    _arena, _arena_lock, _arena_used = None, threading.Lock(), 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_arena_in_child)
 
 
 def _anonymous_shared_fd() -> int:

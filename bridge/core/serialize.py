@@ -1,18 +1,25 @@
 """Pickling and copying tensors and storages (within a process or to another).
 
-A tensor travels as ``(storage, dtype, shape, strides, offset)``, so views of
-one storage pickled in one ``dumps`` keep sharing memory after ``loads``
-(pickle memoizes the storage object). A storage travels by value: at protocol
-5 as one :class:`pickle.PickleBuffer` over its bytes, which a
-``buffer_callback`` takes out of band without a copy and ``loads`` views
-without a copy; below protocol 5 as a bytes copy in the pickle. A view that
-reaches less than half of its storage travels alone, over a storage of just
-its own bytes (pyarrow's slices ship their whole parent buffers,
-apache/arrow#26685; bridge does not), and a sparse view (its elements fill
-less than a quarter of its span) travels as a compact copy of its values. Read-only stays read-only. Device memory
-is refused (TypeError): copy it to the host first, explicitly.
+A tensor travels as ``(storage, dtype, shape, strides, offset)``, whatever
+part of its storage it views, and its storage travels whole: pickle memoizes
+the storage object, so it is written once per ``dumps`` and every view of it
+still shares it after ``loads`` (torch's rule, and the storage model's
+promise: a dict of weights that are views of one flat buffer keeps its
+aliasing). A user who wants only a view's bytes calls ``clone()`` first. A
+storage travels by value: at protocol 5 as one :class:`pickle.PickleBuffer`
+over its bytes, which a ``buffer_callback`` takes out of band without a copy
+and ``loads`` views without a copy; below protocol 5 as a bytes copy in the
+pickle. Read-only stays read-only. Device memory is refused (TypeError): copy
+it to the host first, explicitly.
 
-``multiprocessing`` does better than by value for shared storages: see
+Everything read from a tensor or a storage to pickle it is read in one C step
+(``Tensor._parts``, the storage's buffer export), so a ``set_()`` or
+``resize_()`` in another thread cannot pair one block's address with another
+block's size. Rebuilding checks its arguments: a pickle that is not a bridge
+storage, a dtype bridge does not know, or geometry outside the storage is a
+TypeError/ValueError, never a read outside the memory.
+
+``multiprocessing`` does better than by value: see
 :mod:`bridge.interop.processes`.
 """
 
@@ -28,7 +35,7 @@ from bridge.core.storage import UntypedStorage
 if TYPE_CHECKING:
     from bridge.core.tensor import Tensor
 
-__all__ = ["reduce_tensor", "reduce_storage", "deepcopy_tensor", "tokenize_tensor", "view_span"]
+__all__ = ["reduce_tensor", "reduce_storage", "deepcopy_tensor", "tokenize_tensor"]
 
 
 def _check_host(device: Any, what: str) -> None:
@@ -39,41 +46,20 @@ def _check_host(device: Any, what: str) -> None:
         )
 
 
-def view_span(t: Tensor) -> tuple[int, int]:
-    """The byte range ``[lo, hi)`` of the storage the view reaches ((0, 0) when empty)."""
-    if t.numel() == 0:
-        return 0, 0
-    isz = t.itemsize
-    lo = hi = t.storage_offset()
-    for n, s in zip(t.shape, t.stride()):
-        if s > 0:
-            hi += (n - 1) * s
-        else:
-            lo += (n - 1) * s
-    return lo * isz, (hi + 1) * isz
-
-
 def reduce_tensor(t: Tensor) -> tuple[Any, tuple[Any, ...]]:
-    """``Tensor.__reduce_ex__``: the storage (or, for a view reaching less
-    than half of it, a storage of the view's own bytes) and the geometry."""
+    """``Tensor.__reduce_ex__``: the whole storage (memoized by pickle) and the
+    geometry, read together in one step."""
     _check_host(t.device, "tensor")
-    t._check_bounds(BufferError)
-    st = t.untyped_storage()
-    offset = t.storage_offset()
-    lo, hi = view_span(t)
-    if 4 * t.nbytes < hi - lo:
-        # A sparse view (every k-th element): its values, compacted, are far
-        # fewer bytes than its span. Copied, as NumPy does for strided arrays.
-        t = t.contiguous()
-        return _rebuild_tensor, (t.untyped_storage(), t.dtype.name, t.shape, t.stride(), 0)
-    if 2 * (hi - lo) < st.nbytes():
-        st = UntypedStorage._new(st.data_ptr() + lo, hi - lo, st.owner, readonly=st.is_readonly)
-        offset -= lo // t.itemsize
-    return _rebuild_tensor, (st, t.dtype.name, t.shape, t.stride(), offset)
+    st, dt, shape, strides, offset = t._parts(BufferError)
+    return _rebuild_tensor, (st, dt.name, shape, strides, offset)
 
 
 def _rebuild_tensor(storage: UntypedStorage, dtype: str, shape: tuple[int, ...],
                     strides: tuple[int, ...], offset: int) -> Tensor:  # fmt: skip
+    if not isinstance(storage, UntypedStorage):
+        raise TypeError(f"a pickled bridge tensor needs an UntypedStorage, got {type(storage).__name__}")
+    if not isinstance(dtype, str):
+        raise TypeError(f"a pickled bridge tensor names its dtype by a str, got {type(dtype).__name__}")
     dt = _dtypes.get_dtype(dtype)
     if storage.nbytes() and storage.data_ptr() % dt.itemsize:
         # A buffer handed back at an address the dtype cannot live at: copied once, aligned.
@@ -89,12 +75,12 @@ def reduce_storage(s: UntypedStorage, protocol: int) -> tuple[Any, tuple[Any, ..
     """``UntypedStorage.__reduce_ex__``: the bytes by value (a PickleBuffer at
     protocol 5, out of band with a ``buffer_callback``)."""
     _check_host(s.device, "storage")
-    readonly = s.is_readonly
+    view = memoryview(s)  # address, size and read-only bit in one step; holds the block
+    readonly = view.readonly
     data: Any
     if protocol >= 5:
-        data = pickle.PickleBuffer(s)
+        data = pickle.PickleBuffer(view)
     else:
-        view = memoryview(s)
         data = bytes(view) if readonly else bytearray(view)
     return _rebuild_storage, (data, readonly)
 
@@ -111,13 +97,13 @@ def _rebuild_storage(data: Any, readonly: bool) -> UntypedStorage:
 def deepcopy_tensor(t: Tensor, memo: dict[int, Any]) -> Tensor:
     """``copy.deepcopy``: the storage's bytes copied once per deepcopy (views
     of one storage stay views of one copy), writable as NumPy's deepcopy is."""
-    st = t.untyped_storage()
+    st, dt, shape, strides, offset = t._parts(RuntimeError)
     new = memo.get(id(st))
     if new is None:
         new = st.clone()
         memo[id(st)] = new
         memo.setdefault(id(memo), []).append(st)  # keep the key's object alive, as copy does
-    out: Tensor = _C.make_tensor(new, t.dtype, t.shape, t.stride(), t.storage_offset())
+    out: Tensor = _C.make_tensor(new, dt, shape, strides, offset)
     return out
 
 
@@ -127,11 +113,9 @@ def tokenize_tensor(t: Tensor) -> tuple[Any, ...]:
     _check_host(t.device, "tensor")
     import hashlib  # here: only dask's tokenize needs it (OpenSSL's _hashlib is slow to load)
 
-    values = t.contiguous() if not t.is_contiguous() else t
-    digest = hashlib.blake2b(memoryview(values.untyped_storage())[_byte_slice(values)], digest_size=16)
+    values = t.contiguous()
+    st, _, _, _, offset = values._parts(RuntimeError)
+    lo = offset * values.itemsize
+    # Sliced from one snapshot of the block (a memoryview slice never reads past it).
+    digest = hashlib.blake2b(memoryview(st)[lo : lo + values.nbytes], digest_size=16)
     return ("bridge.Tensor", t.dtype.name, t.shape, t.stride(), digest.hexdigest())
-
-
-def _byte_slice(t: Tensor) -> slice:
-    lo, hi = view_span(t)
-    return slice(lo, hi)

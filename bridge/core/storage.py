@@ -20,7 +20,7 @@ import numpy as np
 from bridge.core import dtypes as _dtypes
 from bridge.core.device import device
 from bridge.core.native import _C
-from bridge.core.owners import FileMapping, SharedMemoryBlock
+from bridge.core.owners import FileMapping, shared_block
 
 __all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes"]
 
@@ -133,33 +133,48 @@ class UntypedStorage(_C.StorageBase):
         nbytes = operator.index(nbytes)
         if nbytes < 0:
             raise ValueError(f"nbytes must be non-negative, got {nbytes}")
+        return cls._map_file(path, 0, nbytes or None, shared=shared, grow=shared)
+
+    @classmethod
+    def _map_file(cls, path: str, offset: int, nbytes: int | None, *, shared: bool, grow: bool,
+                  readonly: bool = False) -> UntypedStorage:  # fmt: skip
+        """A storage over bytes ``[offset, offset + nbytes)`` of the file at
+        ``path`` (``nbytes=None``: to the end), mapped shared or copy-on-write.
+        ``grow=True`` creates or extends the file to reach that far (what
+        ``from_file(shared=True)`` promises); otherwise a file too small is a
+        ValueError and no file is created or changed, as for a path that came
+        from another process. ``readonly`` maps read-only (the file may be)."""
         if os.path.isdir(path):
             raise IsADirectoryError(
                 errno.EISDIR, f"from_file() maps a regular file, but {path!r} is a directory", path
             )
-        flags = (os.O_RDWR | os.O_CREAT) if shared else os.O_RDONLY
-        fd = os.open(path, flags, 0o644)
+        flags = os.O_RDONLY if readonly or not shared else os.O_RDWR
+        fd = os.open(path, flags | (os.O_CREAT if grow else 0), 0o644)
         try:
             file_size = os.fstat(fd).st_size
-            if nbytes == 0:
-                nbytes = file_size
-            elif nbytes > file_size:
-                if not shared:
+            if nbytes is None:
+                nbytes = max(file_size - offset, 0)
+            end = offset + nbytes
+            if end > file_size:
+                if not grow:
                     raise ValueError(
-                        f"file {path!r} holds {file_size} bytes, fewer than the {nbytes} asked for "
-                        "(shared=False never extends a file)"
+                        f"file {path!r} holds {file_size} bytes, fewer than the {end} asked for "
+                        "(shared=False never extends a file)" if not shared else
+                        f"file {path!r} holds {file_size} bytes, fewer than the {end} the storage "
+                        "reaches (bridge does not create or extend a file it was sent)"
                     )
-                os.ftruncate(fd, nbytes)
+                os.ftruncate(fd, end)
             if nbytes == 0:
                 empty = cls(0)
-                empty._adopt(empty.data_ptr(), 0, empty.owner, filename=path, shared=shared)
+                empty._adopt(empty.data_ptr(), 0, empty.owner, filename=path, shared=shared,
+                             readonly=readonly)  # fmt: skip
                 return empty
-            access = mmap.ACCESS_WRITE if shared else mmap.ACCESS_COPY
-            mm = mmap.mmap(fd, nbytes, access=access)
+            access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE if shared else mmap.ACCESS_COPY
+            mm = mmap.mmap(fd, end, access=access)
         finally:
             os.close(fd)
         owner = FileMapping(mm, path)
-        return cls._new(owner.address, nbytes, owner, filename=path, shared=shared)
+        return cls._new(owner.address + offset, nbytes, owner, filename=path, shared=shared, readonly=readonly)
 
     # ---------------------------------------------------------- properties
 
@@ -200,32 +215,19 @@ class UntypedStorage(_C.StorageBase):
 
     def __getitem__(self, idx: Any) -> Any:
         """``s[i]`` is the byte value at ``i``; ``s[a:b]`` is a storage viewing those bytes."""
-        n = self.nbytes()
         if isinstance(idx, slice):
-            start, stop, step = idx.indices(n)
-            if step != 1:
-                raise ValueError("storage slices must have step 1")
-            stop = max(stop, start)
-            if not self._host_accessible:
-                self._host_array()  # raises the RuntimeError
-            return UntypedStorage._new(
-                self.data_ptr() + start, stop - start, self.owner, readonly=self.is_readonly,
-                filename=self.filename, shared=self.is_shared(),
-            )  # fmt: skip
-        i = operator.index(idx)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for storage of size {n}")
-        return int(self._host_array()[i])
+            out: UntypedStorage = self._slice(idx)  # bounds and address in one C step
+            return out
+        arr = self._host_array()  # one snapshot of the block: its size bounds the index
+        i = _byte_index(idx, arr.size)
+        return int(arr[i])
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         """Set byte(s): ``s[i] = 7``, ``s[a:b] = 0`` or a sequence of byte values."""
         self._check_writable()
         arr = self._host_array()
         if not isinstance(idx, slice):
-            n = self.nbytes()
-            i = operator.index(idx)
-            if not -n <= i < n:
-                raise IndexError(f"index {i} out of range for storage of size {n}")
+            idx = _byte_index(idx, arr.size)
         arr[idx] = _byte_values(value)
 
     def tolist(self) -> list[int]:
@@ -245,16 +247,18 @@ class UntypedStorage(_C.StorageBase):
         """Copy the bytes of ``src`` (same size) into this storage; returns self."""
         if not isinstance(src, UntypedStorage):
             raise TypeError(f"copy_() expects an UntypedStorage, got {type(src).__name__}")
-        if src.nbytes() != self.nbytes():
-            raise ValueError(f"copy_(): size mismatch, {src.nbytes()} bytes into {self.nbytes()}")
         self._check_writable()
-        np.copyto(self._host_array(), src._host_array())
+        dst_arr, src_arr = self._host_array(), src._host_array()
+        if src_arr.size != dst_arr.size:
+            raise ValueError(f"copy_(): size mismatch, {src_arr.size} bytes into {dst_arr.size}")
+        np.copyto(dst_arr, src_arr)
         return self
 
     def clone(self) -> UntypedStorage:
         """A new, resizable CPU storage holding a copy of the bytes."""
-        out = UntypedStorage(self.nbytes())
-        np.copyto(out._host_array(), self._host_array())
+        src = self._host_array()
+        out = UntypedStorage(src.size)
+        np.copyto(out._host_array(), src)
         return out
 
     def cpu(self) -> UntypedStorage:
@@ -287,17 +291,19 @@ class UntypedStorage(_C.StorageBase):
                 f"cannot resize a storage that bridge did not allocate (owner: "
                 f"{type(self.owner).__name__}); clone() it first"
             )
-        old = self._host_array()  # holds the old owner until the copy is made
-        self._allocate(nbytes)
-        keep = min(nbytes, old.size)
-        self._host_array()[:keep] = old[:keep]
+        self._allocate(nbytes, keep=True)  # the new block gets its bytes before the switch
         return self
 
     def share_memory_(self) -> UntypedStorage:
-        """Move the bytes into POSIX shared memory (mode 0600) in place; no-op when
-        already shared. Like PyTorch, the data pointer changes. Only storages
-        bridge allocated move: for foreign memory the move would silently cut
-        the link with its owner, so ValueError is raised (clone() first)."""
+        """Move the bytes into nameless shared memory in place; no-op when
+        already shared. Like PyTorch, the data pointer changes (small storages
+        share a shared arena, see :func:`bridge.core.owners.shared_block`).
+        The bytes are copied into the new block before the storage switches
+        to it, in one step, so other threads never read unwritten memory; a
+        write made through a view taken before the move (a NumPy array over
+        the old block) is not carried over. Only storages bridge allocated
+        move: for foreign memory the move would silently cut the link with its
+        owner, so ValueError is raised (clone() first)."""
         if self.is_shared():
             return self
         if not self.resizable():
@@ -306,10 +312,8 @@ class UntypedStorage(_C.StorageBase):
                 f"{type(self.owner).__name__} and cut the link with it; clone() it first"
             )
         n = self.nbytes()
-        block = SharedMemoryBlock(n)
-        old = self._host_array()
-        self._adopt(block.address, n, block, shared=True)
-        self._host_array()[:] = old
+        block, offset = shared_block(n)
+        self._adopt(block.address + offset, n, block, shared=True, keep=True)
         return self
 
     # ------------------------------------------------------------ pickling
@@ -347,6 +351,13 @@ _C._register("storage_class", UntypedStorage)
 
 def _as_device(spec: Any) -> device:
     return spec if isinstance(spec, device) else device(spec)
+
+
+def _byte_index(idx: Any, n: int) -> int:
+    i = operator.index(idx)
+    if not -n <= i < n:
+        raise IndexError(f"index {i} out of range for storage of size {n}")
+    return i
 
 
 def _byte_values(value: Any) -> np.ndarray[Any, Any]:

@@ -7,18 +7,30 @@ back read-only views of its object store). This module adds what only
 ``multiprocessing`` can do, registered with its ``ForkingPickler`` (Queue,
 Pipe, Pool, Process arguments; fork, spawn and forkserver):
 
-- a shared storage (``share_memory_()``, or received from another process)
-  travels as a file descriptor (``multiprocessing.reduction.DupFd``) to its
-  nameless shared memory, and arrives as a view of the same memory: a write
-  in one process is seen by the other. The receiver maps each block once (a
-  cache by device, inode, offset and size). Nothing has a name in
-  ``/dev/shm``, so nothing is left behind when either side is killed;
-- a storage that is not shared goes by value when it is small (at most
-  ``SMALL_NBYTES``; file descriptors are a limited resource: pytorch#973); a
-  larger one bridge allocated moves into shared memory first, in place, as
-  torch does; a larger foreign one (NumPy's memory, say) is copied into a new
-  shared block, as its owner cannot follow it;
-- a ``from_file(shared=True)`` storage travels by path and is mapped again.
+- **sent means shared, at any size** (torch's rule): a storage handed to
+  another process travels as shared memory and arrives as a view of the same
+  memory, so a write in one process is seen by the other. A storage bridge
+  allocated moves into shared memory first, in place (``share_memory_()``:
+  the bytes are copied before the storage switches blocks); a foreign one
+  (NumPy's memory, an import) is copied into new shared memory, as its owner
+  cannot follow it, and stays read-only if it was;
+- shared memory travels as a file descriptor (``multiprocessing.reduction.DupFd``)
+  to a nameless block (``memfd``), so nothing is left in ``/dev/shm`` when
+  either side is killed. Small storages are slices of shared arenas
+  (:func:`bridge.core.owners.shared_block`), and the receiver maps each block
+  once (a cache by inode), so ten thousand small tensors cost a few
+  descriptors, not one each (pytorch#973);
+- a ``from_file(shared=True)`` storage travels by path and is mapped again;
+  the receiver never creates or extends the file.
+
+The receiver trusts nothing in the pickle: the descriptor must be a shared
+memory file whose size (``fstat``) covers the block, offsets and sizes must
+lie inside it, and a wrong argument is a TypeError/ValueError, never a read
+outside the mapping.
+
+The move into shared memory happens while pickling, which for a Queue is its
+feeder thread: call ``share_memory_()`` before sending a tensor you keep
+writing, so that no write lands in the old block while it moves.
 
 The registration costs nothing at ``import bridge``: ``multiprocessing`` (and
 the socket machinery its ``reduction`` module pulls in) is not imported for
@@ -37,13 +49,14 @@ point) is the tensor's ``nbytes``; ``__dask_tokenize__`` is on the tensor.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from bridge.core import serialize
-from bridge.core.owners import SharedMemoryBlock
+from bridge.core.owners import FileMapping, SharedMemoryBlock, address_of, shared_block
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 
@@ -53,12 +66,12 @@ if TYPE_CHECKING:  # importlib.abc alone costs more than this module (importlib.
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["SMALL_NBYTES", "register_dask_sizeof"]
+__all__ = ["register_dask_sizeof"]
 
-#: Storages up to this size travel through ``multiprocessing`` by value.
-SMALL_NBYTES = 1 << 16
-
-# (st_dev, st_ino, offset, nbytes, readonly) -> the storage made in this process
+# Blocks this process has mapped, by (st_dev, st_ino) of their descriptor, and
+# storages made here, by (st_dev, st_ino, offset, nbytes, readonly): a block
+# sent again arrives as the same mapping, a storage sent again as the same one.
+_blocks: weakref.WeakValueDictionary[tuple[int, int], SharedMemoryBlock] = weakref.WeakValueDictionary()
 _received: weakref.WeakValueDictionary[tuple[int, ...], UntypedStorage] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
@@ -69,38 +82,48 @@ def _shared_block(st: UntypedStorage) -> SharedMemoryBlock | None:
 
 
 def _reduce_storage(st: UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
-    # By value at protocol 4: ForkingPickler pickles at the default protocol,
-    # which cannot carry a PickleBuffer before Python 3.14.
     if not st._host_accessible:
         return serialize.reduce_storage(st, 4)  # raises the device error
     if st.filename is not None and st.is_shared():
-        return _rebuild_file, (st.filename, st.nbytes(), st.is_readonly)
-    block = _shared_block(st)
-    if block is None:
-        if st.nbytes() <= SMALL_NBYTES:
-            return serialize.reduce_storage(st, 4)
+        owner = st.owner
+        offset = st.data_ptr() - owner.address if isinstance(owner, FileMapping) else 0
+        return _rebuild_file, (st.filename, offset, st.nbytes(), st.is_readonly)
+    if _shared_block(st) is None:
         if st.resizable():
             st.share_memory_()  # torch's rule: the sender's storage moves to shared memory
         else:
             st = _copy_to_shared(st)
-        block = _shared_block(st)
-        assert block is not None
+    block = _shared_block(st)
+    if block is None:  # another thread gave the storage a new record meanwhile
+        raise RuntimeError("the storage changed owner while it was being sent; send it again")
     from multiprocessing.reduction import DupFd  # loaded: ForkingPickler is calling
 
-    offset = st.data_ptr() - block.address
-    info = os.fstat(block.fd)
-    key = (info.st_dev, info.st_ino, offset, st.nbytes(), int(st.is_readonly))
-    return _rebuild_shared, (DupFd(block.fd), block.nbytes, key)
+    view = memoryview(st)  # address, size and read-only bit in one step
+    offset = address_of(view) - block.address
+    return _rebuild_shared, (DupFd(block.fd), block.nbytes, offset, view.nbytes, view.readonly)
 
 
 def _copy_to_shared(st: UntypedStorage) -> UntypedStorage:
-    block = SharedMemoryBlock(st.nbytes())
-    out = UntypedStorage._new(block.address, st.nbytes(), block, shared=True)
-    memoryview(out)[:] = memoryview(st)
+    src = memoryview(st)
+    block, offset = shared_block(src.nbytes)
+    out = UntypedStorage._new(block.address + offset, src.nbytes, block, shared=True)
+    memoryview(out)[:] = src
+    if src.readonly:  # a copy of memory lent read-only stays read-only
+        out._adopt(out.data_ptr(), out.nbytes(), block, shared=True, readonly=True)
     return out
 
 
-def _rebuild_shared(df: Any, block_nbytes: int, key: tuple[int, ...]) -> UntypedStorage:
+def _rebuild_shared(df: Any, block_nbytes: int, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
+    if not callable(getattr(df, "detach", None)):
+        raise TypeError(f"a shared bridge storage travels with a DupFd, got {type(df).__name__}")
+    for name, value in (("block size", block_nbytes), ("offset", offset), ("size", nbytes)):
+        if type(value) is not int or value < 0:
+            raise ValueError(f"a shared bridge storage's {name} must be an int >= 0, got {value!r}")
+    if offset + nbytes > block_nbytes:
+        raise ValueError(
+            f"a shared bridge storage of {nbytes} bytes at offset {offset} reaches past its "
+            f"block of {block_nbytes} bytes"
+        )
     try:
         fd = df.detach()
     except OSError as e:  # the sender's resource sharer is gone
@@ -109,31 +132,60 @@ def _rebuild_shared(df: Any, block_nbytes: int, key: tuple[int, ...]) -> Untyped
             "this one took its file descriptor (keep the sender alive until the receiver has the "
             f"tensor, as with torch): {e}"
         ) from e
+    if type(fd) is not int or fd < 0:
+        raise ValueError(f"a shared bridge storage needs a valid file descriptor, got {fd!r}")
+    try:
+        return _map_received(fd, block_nbytes, offset, nbytes, bool(readonly))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _map_received(fd: int, block_nbytes: int, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
+    """The storage over a received block (which takes ``fd``, or closes it
+    when the block is mapped here already), checked against ``fstat``."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("a shared bridge storage's descriptor is not a shared-memory file")
+    if block_nbytes > info.st_size:
+        raise ValueError(
+            f"a shared bridge storage's block claims {block_nbytes} bytes, but its memory holds "
+            f"{info.st_size}"
+        )
+    key = (info.st_dev, info.st_ino, offset, nbytes, int(readonly))
     with _lock:
         hit = _received.get(key)
-        if hit is not None:
+        block = _blocks.get(key[:2])
+        if block is not None and offset + nbytes > block.nbytes:
+            raise ValueError(
+                f"a shared bridge storage of {nbytes} bytes at offset {offset} reaches past the "
+                f"{block.nbytes} bytes of its block mapped here"
+            )
+        if hit is not None or block is not None:
             os.close(fd)
+        if hit is not None:
             return hit
-        block = SharedMemoryBlock(block_nbytes, fd=fd)
-        _, _, offset, nbytes, readonly = key
-        st = UntypedStorage._new(block.address + offset, nbytes, block, shared=True, readonly=bool(readonly))
+        if block is None:
+            block = _blocks[key[:2]] = SharedMemoryBlock(block_nbytes, fd=fd)
+        st = UntypedStorage._new(block.address + offset, nbytes, block, shared=True, readonly=readonly)
         _received[key] = st
         return st
 
 
-def _rebuild_file(path: str, nbytes: int, readonly: bool) -> UntypedStorage:
-    st = UntypedStorage.from_file(path, shared=True, nbytes=nbytes)
-    if readonly:
-        st._adopt(st.data_ptr(), st.nbytes(), st.owner, filename=path, shared=True, readonly=True)
-    return st
+def _rebuild_file(path: str, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
+    if not isinstance(path, str):
+        raise TypeError(f"a file-backed bridge storage travels with its path as a str, got {type(path).__name__}")
+    for name, value in (("offset", offset), ("size", nbytes)):
+        if type(value) is not int or value < 0:
+            raise ValueError(f"a file-backed bridge storage's {name} must be an int >= 0, got {value!r}")
+    return UntypedStorage._map_file(path, offset, nbytes, shared=True, grow=False, readonly=bool(readonly))
 
 
 def _reduce_tensor(t: Tensor) -> tuple[Any, tuple[Any, ...]]:
-    st = t.untyped_storage()
-    if not st._host_accessible or st.is_shared() or st.nbytes() <= SMALL_NBYTES or st.resizable():
-        # the storage itself travels (by fd, by path or by value): views stay aliased
-        return serialize._rebuild_tensor, (st, t.dtype.name, t.shape, t.stride(), t.storage_offset())
-    return serialize.reduce_tensor(t)  # foreign memory: the view's own bytes, copied to shared memory
+    # The storage itself travels (by descriptor or by path; see _reduce_storage):
+    # views stay aliased, and the geometry is read in one step with it.
+    st, dt, shape, strides, offset = t._parts(BufferError)
+    return serialize._rebuild_tensor, (st, dt.name, shape, strides, offset)
 
 
 _REDUCTION = "multiprocessing.reduction"
