@@ -9,6 +9,9 @@ loops, and a cluster is too slow to start per trip):
 - a 1 GiB float32 tensor through a ``multiprocessing.Queue`` to a spawned
   child that writes one element and acks: bridge and torch share the memory
   (``share_memory_()``), NumPy pickles the bytes (it has no shared route);
+- 1,000 new 400-byte tensors through a Queue, each put on its own (bridge
+  and torch share each one: bridge from arenas, one descriptor per message;
+  NumPy pickles the bytes), per tensor;
 - a pickle-5 round trip (``dumps`` with a ``buffer_callback``, ``loads`` with
   the buffers) of 1 GiB: bytes copied are counted from the addresses;
 - Dask worker-to-worker: a 256 MiB tensor made on worker A, used by a task
@@ -111,6 +114,54 @@ def queue_row(repeat: int) -> dict[str, Any]:
               f"child's write {'seen' if seen else 'NOT seen'} by the parent)")  # fmt: skip
     return _row("mp.Queue 1 GiB to a spawned child, write + ack (numpy: by value)",
                 tb, tn, tt, status)
+
+
+def _many_child(inbox: Any, acks: Any) -> None:
+    """Takes batches: a count, then that many tensors; writes each and acks once."""
+    while True:
+        n = inbox.get()
+        if n is None:
+            return
+        for _ in range(n):
+            x = inbox.get()
+            x[0] = 1
+            del x
+        acks.put(n)
+
+
+def _many_trip_time(make: Callable[[], Any], ctx: Any, n: int, repeat: int) -> float:
+    inbox, acks = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_many_child, args=(inbox, acks))
+    child.start()
+    try:
+        inbox.put(1)
+        inbox.put(make())
+        acks.get(timeout=120)
+
+        def trip() -> None:
+            inbox.put(n)
+            for _ in range(n):
+                inbox.put(make())  # a fresh tensor, not shared yet: sent means shared
+            acks.get(timeout=120)
+
+        return _timed(trip, repeat) / n
+    finally:
+        inbox.put(None)
+        child.join(60)
+
+
+def small_queue_row(repeat: int) -> dict[str, Any]:
+    n = 1000
+    tb = _many_trip_time(lambda: bridge.zeros(100), mp.get_context("spawn"), n, repeat)
+    tn = _many_trip_time(lambda: np.zeros(100, dtype=np.float32), mp.get_context("spawn"), n, repeat)
+    tt = None
+    if torch is not None:
+        import torch.multiprocessing as tmp
+
+        tt = _many_trip_time(lambda: torch.zeros(100), tmp.get_context("spawn"), n, repeat)
+    ok = tt is not None and tb <= tt
+    status = f"{'ok' if ok else 'MISS'} (per tensor; br/torch <= 1.00x; numpy: by value, not shared)"
+    return _row("mp.Queue 1,000 new 400-byte tensors to a spawned child (each shared)", tb, tn, tt, status)
 
 
 # ------------------------------------------------------------------- pickle 5
@@ -233,7 +284,7 @@ def ray_row(repeat: int) -> dict[str, Any] | None:
 
 def process_rows(repeat: int) -> Iterator[dict[str, Any]]:
     """The rows above, one at a time (each takes seconds); engines not installed are left out."""
-    for make in (queue_row, pickle_row, dask_row, ray_row):
+    for make in (queue_row, small_queue_row, pickle_row, dask_row, ray_row):
         row = make(repeat)
         if row is not None:
             yield row

@@ -296,7 +296,7 @@ def test_read_only_foreign_tensors_arrive_read_only(n):
 
 def _sum_all(q_in, q_out):
     got = q_in.get(timeout=TIMEOUT)
-    q_out.put(sum(t.sum().item() for t in got))
+    q_out.put(sum(sum(t.tolist()) for t in got))
 
 
 def test_file_storage_slices_travel_with_their_offset(tmp_path):
@@ -365,6 +365,13 @@ class _FakeDupFd:
         return self.fd
 
 
+def _handle(fd):
+    """What a hostile pickle can hand the rebuild: a block handle over any descriptor."""
+    from bridge.interop.processes import _BlockFd
+
+    return _BlockFd(_FakeDupFd(fd))
+
+
 def _memfd(nbytes):
     fd = os.memfd_create("bridge-test")
     os.ftruncate(fd, nbytes)
@@ -379,7 +386,7 @@ def test_a_pickled_offset_past_the_block_is_refused():
     from bridge.interop.processes import _rebuild_shared
 
     with pytest.raises(ValueError, match="reaches past its block"):
-        _rebuild_shared(_FakeDupFd(_memfd(4096)), 4096, 4000, 200, False)
+        _rebuild_shared(_handle(_memfd(4096)), 4096, 4000, 200, False)
 
 
 @needs_memfd
@@ -388,7 +395,7 @@ def test_a_pickled_block_size_larger_than_the_memory_is_refused():
 
     fd = _memfd(4096)
     with pytest.raises(ValueError, match="its memory holds 4096"):
-        _rebuild_shared(_FakeDupFd(fd), 1 << 20, 0, 1 << 20, False)
+        _rebuild_shared(_handle(fd), 1 << 20, 0, 1 << 20, False)
     with pytest.raises(OSError):
         os.fstat(fd)  # the refused descriptor was closed, not leaked
 
@@ -398,10 +405,10 @@ def test_a_block_mapped_already_bounds_later_slices():
     from bridge.interop.processes import _rebuild_shared
 
     fd = _memfd(4096)
-    first = _rebuild_shared(_FakeDupFd(os.dup(fd)), 4096, 0, 64, False)
+    first = _rebuild_shared(_handle(os.dup(fd)), 4096, 0, 64, False)
     os.ftruncate(fd, 1 << 20)  # the file grew; the mapping here did not
     with pytest.raises(ValueError, match="mapped here"):
-        _rebuild_shared(_FakeDupFd(fd), 1 << 20, 8192, 64, False)
+        _rebuild_shared(_handle(fd), 1 << 20, 8192, 64, False)
     assert first.nbytes() == 64
 
 
@@ -409,7 +416,7 @@ def test_a_descriptor_of_minus_one_is_refused():
     from bridge.interop.processes import _rebuild_shared
 
     with pytest.raises(ValueError, match="valid file descriptor"):
-        _rebuild_shared(_FakeDupFd(-1), 64, 0, 64, False)
+        _rebuild_shared(_handle(-1), 64, 0, 64, False)
 
 
 def test_a_descriptor_that_is_not_shared_memory_is_refused():
@@ -418,23 +425,28 @@ def test_a_descriptor_that_is_not_shared_memory_is_refused():
     r, w = os.pipe()
     os.close(w)
     with pytest.raises(ValueError, match="not a shared-memory file"):
-        _rebuild_shared(_FakeDupFd(r), 64, 0, 64, False)
+        _rebuild_shared(_handle(r), 64, 0, 64, False)
 
 
 @pytest.mark.parametrize(
     ("args", "exc", "match"),
     [
-        ((object(), 64, 0, 64, False), TypeError, "DupFd"),
-        ((_FakeDupFd(0), -1, 0, 0, False), ValueError, "block size"),
-        ((_FakeDupFd(0), 64, -8, 8, False), ValueError, "offset"),
-        ((_FakeDupFd(0), 64, 0, "64", False), ValueError, "size"),
+        ((object(), 64, 0, 64, False), TypeError, "block's descriptor"),
+        ((_FakeDupFd(0), 64, 0, 64, False), TypeError, "block's descriptor"),
+        ((0, -1, 0, 0, False), ValueError, "block size"),
+        ((0, 64, -8, 8, False), ValueError, "offset"),
+        ((0, 64, 0, "64", False), ValueError, "size"),
     ],
 )
 def test_bad_shared_storage_arguments_are_refused(args, exc, match):
-    from bridge.interop.processes import _rebuild_shared
+    from bridge.interop.processes import _BlockFd, _rebuild_shared
 
+    if type(args[0]) is int:
+        args = (_handle(args[0]), *args[1:])
     with pytest.raises(exc, match=match):
         _rebuild_shared(*args)
+    with pytest.raises(TypeError, match="DupFd"):
+        _rebuild_shared(_BlockFd(object()), 64, 0, 64, False)
 
 
 def test_a_pickled_file_storage_never_creates_or_grows_the_file(tmp_path):
@@ -466,3 +478,24 @@ def test_a_pickled_tensor_over_something_else_than_a_storage_is_refused():
         _rebuild_tensor(bridge.UntypedStorage(16), 7, (4,), (1,), 0)
     with pytest.raises(ValueError):
         _rebuild_tensor(bridge.UntypedStorage(16), "float32", (5,), (1,), 0)  # past the storage
+
+
+def test_a_batch_of_small_tensors_sends_one_descriptor_per_arena(monkeypatch):
+    import multiprocessing.reduction as reduction
+
+    made = []
+    real = reduction.DupFd
+
+    def counting(fd):
+        made.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(reduction, "DupFd", counting)
+    batch = [bridge.full((25,), float(i)) for i in range(1000)]  # 100 bytes each: one or two arenas
+    _, p, q_in, q_out = run_child("spawn", _sum_all)
+    q_in.put(batch)
+    assert q_out.get(timeout=TIMEOUT) == 25 * sum(range(1000))
+    p.join(TIMEOUT)
+    blocks = {t.untyped_storage().owner.fd for t in batch}
+    sent = [fd for fd in made if fd in blocks]  # (the child's start sends its queues' pipes too)
+    assert len(sent) == len(blocks) <= 2

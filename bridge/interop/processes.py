@@ -69,8 +69,8 @@ if TYPE_CHECKING:  # importlib.abc alone costs more than this module (importlib.
 __all__ = ["register_dask_sizeof"]
 
 # Blocks this process has mapped, by (st_dev, st_ino) of their descriptor, and
-# storages made here, by (st_dev, st_ino, offset, nbytes, readonly): a block
-# sent again arrives as the same mapping, a storage sent again as the same one.
+# storages made here, by (id(block), offset, nbytes, readonly): a block sent
+# again arrives as the same mapping, a storage sent again as the same one.
 _blocks: weakref.WeakValueDictionary[tuple[int, int], SharedMemoryBlock] = weakref.WeakValueDictionary()
 _received: weakref.WeakValueDictionary[tuple[int, ...], UntypedStorage] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
@@ -96,11 +96,62 @@ def _reduce_storage(st: UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
     block = _shared_block(st)
     if block is None:  # another thread gave the storage a new record meanwhile
         raise RuntimeError("the storage changed owner while it was being sent; send it again")
-    from multiprocessing.reduction import DupFd  # loaded: ForkingPickler is calling
-
     view = memoryview(st)  # address, size and read-only bit in one step
     offset = address_of(view) - block.address
-    return _rebuild_shared, (DupFd(block.fd), block.nbytes, offset, view.nbytes, view.readonly)
+    return _rebuild_shared, (_block_fd(block), block.nbytes, offset, view.nbytes, view.readonly)
+
+
+class _BlockFd:
+    """One shared block's descriptor in one message. The sender makes one per
+    block per ``dumps`` (pickle's memo holds it for that long), so a batch of
+    storages carved from one arena sends one descriptor, not one each; the
+    receiver detaches it once and maps the block once for all of them."""
+
+    __slots__ = ("__weakref__", "block", "dupfd")
+
+    def __init__(self, dupfd: Any, block: SharedMemoryBlock | None = None) -> None:
+        self.dupfd = dupfd
+        self.block = block  # the sender's block; on arrival, the block mapped here
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _BlockFd, (self.dupfd,)
+
+    def receive(self, block_nbytes: int) -> SharedMemoryBlock:
+        """The block this descriptor reaches, mapped here (once)."""
+        if self.block is None:
+            detach = getattr(self.dupfd, "detach", None)
+            if not callable(detach):
+                raise TypeError(f"a shared bridge storage travels with a DupFd, got {type(self.dupfd).__name__}")
+            try:
+                fd = detach()
+            except OSError as e:  # the sender's resource sharer is gone
+                raise RuntimeError(
+                    "a shared bridge storage could not be received: the sending process exited "
+                    "before this one took its file descriptor (keep the sender alive until the "
+                    f"receiver has the tensor, as with torch): {e}"
+                ) from e
+            if type(fd) is not int or fd < 0:
+                raise ValueError(f"a shared bridge storage needs a valid file descriptor, got {fd!r}")
+            try:
+                self.block = _map_block(fd, block_nbytes)
+            except BaseException:
+                os.close(fd)
+                raise
+        return self.block
+
+
+# (id(block), thread) -> the _BlockFd of the dumps running in that thread
+_sending: weakref.WeakValueDictionary[tuple[int, int], _BlockFd] = weakref.WeakValueDictionary()
+
+
+def _block_fd(block: SharedMemoryBlock) -> _BlockFd:
+    from multiprocessing.reduction import DupFd  # loaded: ForkingPickler is calling
+
+    key = (id(block), threading.get_ident())
+    handle = _sending.get(key)
+    if handle is None or handle.block is not block:
+        handle = _sending[key] = _BlockFd(DupFd(block.fd), block)
+    return handle
 
 
 def _copy_to_shared(st: UntypedStorage) -> UntypedStorage:
@@ -113,9 +164,9 @@ def _copy_to_shared(st: UntypedStorage) -> UntypedStorage:
     return out
 
 
-def _rebuild_shared(df: Any, block_nbytes: int, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
-    if not callable(getattr(df, "detach", None)):
-        raise TypeError(f"a shared bridge storage travels with a DupFd, got {type(df).__name__}")
+def _rebuild_shared(handle: Any, block_nbytes: int, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
+    if not isinstance(handle, _BlockFd):
+        raise TypeError(f"a shared bridge storage travels with its block's descriptor, got {type(handle).__name__}")
     for name, value in (("block size", block_nbytes), ("offset", offset), ("size", nbytes)):
         if type(value) is not int or value < 0:
             raise ValueError(f"a shared bridge storage's {name} must be an int >= 0, got {value!r}")
@@ -124,26 +175,26 @@ def _rebuild_shared(df: Any, block_nbytes: int, offset: int, nbytes: int, readon
             f"a shared bridge storage of {nbytes} bytes at offset {offset} reaches past its "
             f"block of {block_nbytes} bytes"
         )
-    try:
-        fd = df.detach()
-    except OSError as e:  # the sender's resource sharer is gone
-        raise RuntimeError(
-            "a shared bridge storage could not be received: the sending process exited before "
-            "this one took its file descriptor (keep the sender alive until the receiver has the "
-            f"tensor, as with torch): {e}"
-        ) from e
-    if type(fd) is not int or fd < 0:
-        raise ValueError(f"a shared bridge storage needs a valid file descriptor, got {fd!r}")
-    try:
-        return _map_received(fd, block_nbytes, offset, nbytes, bool(readonly))
-    except BaseException:
-        os.close(fd)
-        raise
+    block = handle.receive(block_nbytes)
+    if offset + nbytes > block.nbytes:
+        raise ValueError(
+            f"a shared bridge storage of {nbytes} bytes at offset {offset} reaches past the "
+            f"{block.nbytes} bytes of its block mapped here"
+        )
+    key = (id(block), offset, nbytes, int(bool(readonly)))
+    with _lock:
+        hit = _received.get(key)
+        if hit is not None and hit.owner is block:
+            return hit
+        st = UntypedStorage._new(block.address + offset, nbytes, block, shared=True, readonly=bool(readonly))
+        _received[key] = st
+        return st
 
 
-def _map_received(fd: int, block_nbytes: int, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
-    """The storage over a received block (which takes ``fd``, or closes it
-    when the block is mapped here already), checked against ``fstat``."""
+def _map_block(fd: int, block_nbytes: int) -> SharedMemoryBlock:
+    """The block behind a received descriptor, checked against ``fstat``: the
+    one mapped here already (``fd`` is then closed), or a new mapping that
+    takes ``fd``."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise ValueError("a shared bridge storage's descriptor is not a shared-memory file")
@@ -152,24 +203,13 @@ def _map_received(fd: int, block_nbytes: int, offset: int, nbytes: int, readonly
             f"a shared bridge storage's block claims {block_nbytes} bytes, but its memory holds "
             f"{info.st_size}"
         )
-    key = (info.st_dev, info.st_ino, offset, nbytes, int(readonly))
     with _lock:
-        hit = _received.get(key)
-        block = _blocks.get(key[:2])
-        if block is not None and offset + nbytes > block.nbytes:
-            raise ValueError(
-                f"a shared bridge storage of {nbytes} bytes at offset {offset} reaches past the "
-                f"{block.nbytes} bytes of its block mapped here"
-            )
-        if hit is not None or block is not None:
+        block = _blocks.get((info.st_dev, info.st_ino))
+        if block is not None:
             os.close(fd)
-        if hit is not None:
-            return hit
-        if block is None:
-            block = _blocks[key[:2]] = SharedMemoryBlock(block_nbytes, fd=fd)
-        st = UntypedStorage._new(block.address + offset, nbytes, block, shared=True, readonly=readonly)
-        _received[key] = st
-        return st
+            return block
+        block = _blocks[info.st_dev, info.st_ino] = SharedMemoryBlock(block_nbytes, fd=fd)
+        return block
 
 
 def _rebuild_file(path: str, offset: int, nbytes: int, readonly: bool) -> UntypedStorage:
