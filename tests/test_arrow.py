@@ -420,6 +420,20 @@ def test_null_slots_refused_or_masked(make):
     balanced(before)
 
 
+def test_masks_of_slices_at_every_bit_offset():
+    """The validity bitmap (and bit-packed bools) of a slice is read from the byte
+    holding its first bit: the mask is right at every offset, whole bytes included."""
+    vals = [None if i % 3 == 0 or i % 7 == 0 else i for i in range(40)]
+    ints, bools = pa.array(vals, pa.int32()), pa.array([v is None or v % 2 == 0 for v in vals])
+    for start in range(0, 25):
+        sl = ints.slice(start, 13)
+        values, valid = bridge.from_arrow(sl, with_mask=True)
+        assert valid.tolist() == sl.is_valid().to_pylist()
+        assert values.data_ptr() == values_address(sl)
+        b = bools.slice(start, 13)
+        assert bridge.from_arrow(b, copy=True).tolist() == b.to_pylist()
+
+
 def test_fixed_shape_tensor_null_slots():
     arr = fst_array(
         pa.int32(),
@@ -1334,6 +1348,12 @@ def _moved_child(s, a, hold):
     hold.append(moved)  # released by the test after the import fails
 
 
+def _offset_to_the_top(s, a, hold):
+    """An offset that puts the first value 4 bytes below 2**64, the rest past it."""
+    base = int(ffi.cast("uintptr_t", a.buffers[1]))
+    a.offset = (2**64 - 4 - base) // 4
+
+
 _1D = (8,)
 _ND = (4, 2, 3)
 MALFORMED = {
@@ -1413,6 +1433,15 @@ MALFORMED = {
     "fst-permutation-not-ints": (
         _ND, _set("schema.metadata", _fst_md({"shape": [2, 3], "permutation": ["a", 0]})),
         ValueError, "valid 'shape'"),
+    # offsets no buffer can have (issue 19): ValueError, never OverflowError
+    "offset-past-2**64": (_1D, _set("array.offset", 2**62), ValueError,
+                          r"item 4611686018427387904 of the buffer at 0x[0-9a-f]+ would be at "
+                          r"0x[0-9a-f]+, past the 64-bit address space"),
+    "child-offset-past-2**64": (_ND, _child("offset", 2**62), ValueError,
+                                "FixedSizeList values: .* past the 64-bit address space"),
+    "extent-past-2**64": (_1D, _offset_to_the_top, ValueError,
+                          r"the described memory \(address 0xfffffffffffffffc, 1 dims\) does "
+                          "not fit in a 64-bit address space"),
     "fst-metadata-not-utf8": (
         _ND,
         _set("schema.metadata", _md([(b"ARROW:extension:name", b"arrow.fixed_shape_tensor"),
@@ -1448,6 +1477,28 @@ def test_malformed_structs(case, device):
     assert refs(keep) == r0
     d = balanced(before)
     assert d["arrow_exports"] == (1 if len(shape) == 1 else 2) and d["arrow_imports"] == 1
+
+
+def test_array_children_must_match_the_schema():
+    """A struct schema with one child over an array with none (issue 19): a
+    ValueError, never the IndexError of reading a child that is not there."""
+    t = bridge.arange(8, dtype=bridge.int32)
+    keep = keepalive(t)
+    r0 = refs(keep)
+    before = snapshot()
+    schema, array = t.__arrow_c_array__(pa.schema([("col", pa.int32())]).__arrow_c_schema__())
+    a = c_struct(array, b"arrow_array")
+    assert c_struct(schema, b"arrow_schema").n_children == 1 and a.n_children == 1
+    hold: list[Any] = []
+    _moved_child(None, a, hold)  # the child leaves, to be released here
+    a.n_children = 0
+    with pytest.raises(ValueError, match=r"Arrow array has 0 children, but its schema "
+                                         r"\(Arrow type struct<col: int32>\) has 1"):  # fmt: skip
+        bridge.from_arrow((schema, array))
+    hold[0].release(hold[0])
+    del schema, array, a, hold
+    assert refs(keep) == r0
+    balanced(before)
 
 
 def test_unsupported_device_type():
