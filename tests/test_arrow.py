@@ -1832,6 +1832,13 @@ def test_cuda_tensor_exports_a_device_array_without_touching_memory():
         t.__arrow_c_array__()
     with pytest.raises(ValueError, match="stream"):
         t.__arrow_c_stream__()
+    # a request of its own type is zero-copy; another value type needs a cast,
+    # which bridge makes only in host memory
+    schema, dev = t.__arrow_c_device_array__(pa.float32().__arrow_c_schema__())
+    assert bridge.from_arrow((schema, dev)).data_ptr() == 0xDEAD0000
+    with pytest.raises(ValueError, match="requested Arrow type double needs a cast of this "
+                                         "cuda:1 tensor, and bridge casts only host memory"):  # fmt: skip
+        t.__arrow_c_device_array__(pa.float64().__arrow_c_schema__())
 
 
 # ================================================================ issue 9
