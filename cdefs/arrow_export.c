@@ -526,7 +526,8 @@ PyMethodDef bridge_arrow_methods[] = {
      "this tensor's Arrow type, a field named 'tensor' (see bridge.arrow)."},
     {"__arrow_c_array__", (PyCFunction)(void (*)(void))tensor_arrow_c_array, KW,
      "__arrow_c_array__($self, requested_schema=None)\n--\n\nArrow PyCapsule interface: "
-     "('arrow_schema', 'arrow_array') capsules over this tensor's memory, zero-copy; see bridge.arrow."},
+     "('arrow_schema', 'arrow_array') capsules over this tensor's memory, zero-copy (a "
+     "requested_schema of another value type is met by a cast into new memory); see bridge.arrow."},
     {"__arrow_c_device_array__", (PyCFunction)(void (*)(void))tensor_arrow_c_device_array, KW,
      "__arrow_c_device_array__($self, requested_schema=None, **kwargs)\n--\n\nArrow PyCapsule "
      "interface for host and CUDA memory: ('arrow_schema', 'arrow_device_array'); see bridge.arrow."},

@@ -5,6 +5,7 @@
 
 #include "core.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 PyTypeObject *bridge_tensor_class = &BridgeTensor_Type;
@@ -405,11 +406,14 @@ static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t
       __builtin_mul_overflow(lo, (int64_t)dt->itemsize, &start_off) ||
       __builtin_mul_overflow(hi - lo, (int64_t)dt->itemsize, &nbytes) ||
       (start_off < 0 && (uint64_t)(-start_off) > data) ||
-      (start = data + (uint64_t)start_off, (uint64_t)nbytes > UINTPTR_MAX - start))
+      (start = data + (uint64_t)start_off, (uint64_t)nbytes > UINTPTR_MAX - start)) {
+    char addr[32]; /* PyErr_Format has no '#' flag nor %llx */
+    snprintf(addr, sizeof addr, "%#llx", data);
     return PyErr_Format(PyExc_ValueError,
-                        "the described memory (address %#llx, %d dims) does not fit in a 64-bit "
+                        "the described memory (address %s, %d dims) does not fit in a 64-bit "
                         "address space",
-                        data, n);
+                        addr, n);
+  }
   StorageObject *s = bridge_storage_new((char *)(uintptr_t)start, nbytes, dev_type, dev_id, args[4], readonly);
   if (s == NULL) return NULL;
   /* Device memory handed over is ready on the consumer's stream (the caller

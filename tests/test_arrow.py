@@ -297,17 +297,20 @@ class _Forward:
     [
         (lambda: pa.string().__arrow_c_schema__(), "string"),
         (lambda: pa.list_(pa.int8()).__arrow_c_schema__(), r"list<item: int8>"),
-        (lambda: pa.bool_().__arrow_c_schema__(), "bool"),  # bit-packed: a copy
-        (lambda: pa.float64().__arrow_c_schema__(), "double"),  # a converting copy
+        (lambda: pa.bool_().__arrow_c_schema__(), "bool"),  # bit-packed: no bridge dtype
         (lambda: pa.fixed_shape_tensor(pa.float32(), [3, 2]).__arrow_c_schema__(), "fixed_shape"),
+        (lambda: pa.fixed_shape_tensor(pa.float64(), [3, 2]).__arrow_c_schema__(), "fixed_shape"),
         (lambda: pa.schema([("a", pa.float32()), ("b", pa.float32())]).__arrow_c_schema__(),
          r"struct<a: float, b: float>"),  # another number of fields
+        (lambda: pa.schema([("a", pa.list_(pa.float64()))]).__arrow_c_schema__(),
+         r"struct<a: list<item: double>>"),  # another nesting, in a struct
     ],
-    ids=["string", "list", "bool_", "float64", "other-fst", "two-fields"],
+    ids=["string", "list", "bool_", "other-fst", "other-fst-and-value", "two-fields",
+         "struct-of-list"],
 )
 def test_requested_schema_the_data_cannot_take_raises(requested, names):
-    """The PyCapsule interface: a request the data cannot take (another type, which
-    would need a copy, or another number of fields) raises."""
+    """The PyCapsule interface: a request no cast meets (another nesting, shape or
+    number of fields, a type with no bridge dtype) raises."""
     t = bridge.arange(4, dtype=bridge.float32)
     m = bridge.arange(6, dtype=bridge.float32).reshape(2, 3)
     before = snapshot()
@@ -330,15 +333,124 @@ def test_requested_schema_must_be_a_schema_capsule(requested):
             getattr(t, method)(requested())
 
 
-def test_pa_array_with_another_type_is_refused_not_copied():
-    """pa.array(obj, type=...) passes the type as requested_schema: bridge refuses
-    rather than copy silently; convert explicitly (to_array(t, type=...) casts)."""
-    t = bridge.arange(4, dtype=bridge.float32)
+# (tensor dtype, requested type): casts that pyarrow's safe cast also makes
+CASTS = [
+    (bridge.int64, pa.int32()), (bridge.int64, pa.float64()), (bridge.int32, pa.uint8()),
+    (bridge.float32, pa.float64()), (bridge.float64, pa.float16()), (bridge.float64, pa.int16()),
+    (bridge.uint16, pa.int8()), (bridge.bool, pa.float32()), (bridge.uint64, pa.int64()),
+]  # fmt: skip
+
+
+def _cast_values(dt) -> bridge.Tensor:
+    return bridge.tensor([0, 1, 2, 3, 0, 5, 6, 7], dtype=bridge.int64).to(dt)
+
+
+@pytest.mark.parametrize(("dt", "typ"), CASTS, ids=[f"{d}-{t}" for d, t in CASTS])
+def test_a_requested_type_is_met_by_a_cast(dt, typ):
+    """Schema requests (issue 19): a request for another value type is met as
+    pyarrow meets it for its own arrays, by a cast into new memory (bridge's
+    own ``Tensor.to``): the values are pyarrow's cast of the same values, the
+    tensor is untouched, and the new memory lives as long as the export."""
+    t = _cast_values(dt)
+    want = pa.array(t.numpy()).cast(typ)  # pyarrow's own cast of the same values
     before = snapshot()
-    with pytest.raises(ValueError, match="requested Arrow type double"):
-        pa.array(t, type=pa.float64())
-    assert to_array(t, type=pa.float64()).to_pylist() == [0.0, 1.0, 2.0, 3.0]
-    assert pa.array(t, type=pa.float32()).to_pylist() == [0.0, 1.0, 2.0, 3.0]
+    got = pa.array(t, type=typ)
+    assert got.equals(want)
+    assert values_address(got) != t.data_ptr()
+    chunked = pa.chunked_array(t, type=typ)
+    assert chunked.num_chunks == 1 and chunked.chunk(0).equals(want)
+    schema, array = t.__arrow_c_array__(typ.__arrow_c_schema__())
+    assert pa.Array._import_from_c_capsule(schema, array).to_pylist() == want.to_pylist()
+    assert t.tolist() == _cast_values(dt).tolist()
+    del got, chunked, schema, array
+    balanced(before)
+
+
+def test_a_requested_bool8_field_is_met_by_a_cast():
+    """A field request keeps the extension (pa.array(type=) asks for its storage
+    type): arrow.bool8, whose true is any nonzero byte, from numbers by
+    bridge's cast to bool."""
+    t = bridge.tensor([0, 1, 2, 0, 7])
+    got = pa.Array._import_from_c_capsule(*t.__arrow_c_array__(pa.field("x", pa.bool8()).__arrow_c_schema__()))
+    assert got.type == pa.bool8()
+    assert got.to_pylist() == pa.array(t.numpy()).cast(pa.bool8()).to_pylist()
+
+
+def test_a_requested_type_of_an_nd_tensor_is_met_by_a_cast():
+    """The values of a fixed_shape_tensor (or its storage, a FixedSizeList) cast,
+    the layout kept: a permuted tensor stays permuted; a layout with no Arrow
+    form is cast into contiguous memory."""
+    p = bridge.arange(24, dtype=bridge.float32).reshape(2, 4, 3).transpose(1, 2)
+    typ = pa.array(p).type
+    assert typ.permutation == [1, 0]
+    req = pa.fixed_shape_tensor(pa.float64(), typ.shape, permutation=typ.permutation)
+    got = pa.Array._import_from_c_capsule(*p.__arrow_c_array__(req.__arrow_c_schema__()))
+    assert got.type == req
+    back = bridge.from_arrow(got)
+    assert back.dtype is bridge.float64 and back.stride() == p.stride() and back.tolist() == p.tolist()
+    # pa.array(type=) asks for the storage type: a FixedSizeList of the values
+    lists = pa.array(p, type=pa.list_(pa.int16(), 12))
+    assert lists.type == pa.list_(pa.int16(), 12)
+    assert lists.values.to_pylist() == pa.array(p).storage.values.cast(pa.int16()).to_pylist()
+    # strided rows have no Arrow form: a cast request gives contiguous new memory
+    s = bridge.arange(12, dtype=bridge.int32).reshape(3, 4).t()
+    with pytest.raises(ValueError, match="not a batch of dense tensors"):
+        pa.array(s)
+    fst = pa.fixed_shape_tensor(pa.int64(), [3])
+    got = pa.Array._import_from_c_capsule(*s.__arrow_c_array__(pa.field("s", fst).__arrow_c_schema__()))
+    assert bridge.from_arrow(got).tolist() == s.tolist()
+
+
+def test_a_request_for_the_same_type_is_zero_copy(na):
+    """pa.array(type=), pa.chunked_array(type=) and nanoarrow's c_array(x, schema)
+    with the tensor's own type: the tensor's memory, no copy."""
+    t = bridge.arange(6, dtype=bridge.int32)
+    assert values_address(pa.array(t, type=pa.int32())) == t.data_ptr()
+    assert values_address(pa.chunked_array(t, type=pa.int32()).chunk(0)) == t.data_ptr()
+    c = na.c_array(t, na.int32())
+    assert c.schema.format == "i" and c.buffers[1] == t.data_ptr()
+    m = bridge.arange(6, dtype=bridge.float32).reshape(2, 3)
+    assert fst_values_address(pa.array(m, type=pa.array(m).type)) == m.data_ptr()
+
+
+def test_nanoarrow_requests_are_cast(na):
+    t = bridge.arange(6, dtype=bridge.int64)
+    c = na.c_array(t, na.int16())
+    assert c.schema.format == "s" and c.buffers[1] != t.data_ptr()
+    assert na.Array(c).to_pylist() == pa.array(t.numpy()).cast(pa.int16()).to_pylist()
+    s = na.c_array_stream(t, na.float32())
+    assert s.get_schema().format == "f"
+    assert na.Array(s).to_pylist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match=r"requested Arrow type struct<a: int32, b: int32> "
+                                         r"cannot be produced"):  # fmt: skip
+        na.c_array(t, na.struct({"a": na.int32(), "b": na.int32()}))
+
+
+@pytest.mark.parametrize(
+    ("values", "dt", "typ", "bad"),
+    [
+        ([1, 300], bridge.int64, pa.int8(), "300"),
+        ([1, -1], bridge.int64, pa.uint64(), "-1"),
+        ([1.0, 1.5], bridge.float64, pa.int64(), "1.5"),
+        ([1.0, float("nan")], bridge.float32, pa.int32(), "nan"),
+        ([1.0, float("inf")], bridge.float64, pa.uint8(), "inf"),
+        ([1, 2**53 + 1], bridge.int64, pa.float64(), "9007199254740993"),
+        ([1, 2**24 + 1], bridge.int32, pa.float32(), "16777217"),
+        ([1, 2**63], bridge.uint64, pa.int64(), "9223372036854775808"),
+    ],
+    ids=["overflow", "negative-unsigned", "fraction", "nan", "inf", "float64-inexact",
+         "float32-inexact", "unsigned-past-signed"],
+)
+def test_a_cast_that_loses_values_is_refused(values, dt, typ, bad):
+    """What pyarrow's safe cast refuses (it raises for its own arrays), bridge
+    refuses too, naming the value, rather than wrap or truncate it silently."""
+    t = bridge.tensor(values, dtype=dt)
+    with pytest.raises(pa.ArrowInvalid):
+        pa.array(t.numpy()).cast(typ)
+    before = snapshot()
+    for make in (pa.array, pa.chunked_array):
+        with pytest.raises(ValueError, match=rf"requested Arrow type \S+ cannot hold the value {bad} "):
+            make(t, type=typ)
     balanced(before)
 
 
@@ -418,6 +530,20 @@ def test_null_slots_refused_or_masked(make):
     assert v.tolist() == [1, 2, 3] and m.tolist() == [True] * 3
     del values, valid, v, m
     balanced(before)
+
+
+def test_masks_of_slices_at_every_bit_offset():
+    """The validity bitmap (and bit-packed bools) of a slice is read from the byte
+    holding its first bit: the mask is right at every offset, whole bytes included."""
+    vals = [None if i % 3 == 0 or i % 7 == 0 else i for i in range(40)]
+    ints, bools = pa.array(vals, pa.int32()), pa.array([v is None or v % 2 == 0 for v in vals])
+    for start in range(0, 25):
+        sl = ints.slice(start, 13)
+        values, valid = bridge.from_arrow(sl, with_mask=True)
+        assert valid.tolist() == sl.is_valid().to_pylist()
+        assert values.data_ptr() == values_address(sl)
+        b = bools.slice(start, 13)
+        assert bridge.from_arrow(b, copy=True).tolist() == b.to_pylist()
 
 
 def test_fixed_shape_tensor_null_slots():
@@ -1334,6 +1460,12 @@ def _moved_child(s, a, hold):
     hold.append(moved)  # released by the test after the import fails
 
 
+def _offset_to_the_top(s, a, hold):
+    """An offset that puts the first value 4 bytes below 2**64, the rest past it."""
+    base = int(ffi.cast("uintptr_t", a.buffers[1]))
+    a.offset = (2**64 - 4 - base) // 4
+
+
 _1D = (8,)
 _ND = (4, 2, 3)
 MALFORMED = {
@@ -1413,6 +1545,15 @@ MALFORMED = {
     "fst-permutation-not-ints": (
         _ND, _set("schema.metadata", _fst_md({"shape": [2, 3], "permutation": ["a", 0]})),
         ValueError, "valid 'shape'"),
+    # offsets no buffer can have (issue 19): ValueError, never OverflowError
+    "offset-past-2**64": (_1D, _set("array.offset", 2**62), ValueError,
+                          r"item 4611686018427387904 of the buffer at 0x[0-9a-f]+ would be at "
+                          r"0x[0-9a-f]+, past the 64-bit address space"),
+    "child-offset-past-2**64": (_ND, _child("offset", 2**62), ValueError,
+                                "FixedSizeList values: .* past the 64-bit address space"),
+    "extent-past-2**64": (_1D, _offset_to_the_top, ValueError,
+                          r"the described memory \(address 0xfffffffffffffffc, 1 dims\) does "
+                          "not fit in a 64-bit address space"),
     "fst-metadata-not-utf8": (
         _ND,
         _set("schema.metadata", _md([(b"ARROW:extension:name", b"arrow.fixed_shape_tensor"),
@@ -1448,6 +1589,28 @@ def test_malformed_structs(case, device):
     assert refs(keep) == r0
     d = balanced(before)
     assert d["arrow_exports"] == (1 if len(shape) == 1 else 2) and d["arrow_imports"] == 1
+
+
+def test_array_children_must_match_the_schema():
+    """A struct schema with one child over an array with none (issue 19): a
+    ValueError, never the IndexError of reading a child that is not there."""
+    t = bridge.arange(8, dtype=bridge.int32)
+    keep = keepalive(t)
+    r0 = refs(keep)
+    before = snapshot()
+    schema, array = t.__arrow_c_array__(pa.schema([("col", pa.int32())]).__arrow_c_schema__())
+    a = c_struct(array, b"arrow_array")
+    assert c_struct(schema, b"arrow_schema").n_children == 1 and a.n_children == 1
+    hold: list[Any] = []
+    _moved_child(None, a, hold)  # the child leaves, to be released here
+    a.n_children = 0
+    with pytest.raises(ValueError, match=r"Arrow array has 0 children, but its schema "
+                                         r"\(Arrow type struct<col: int32>\) has 1"):  # fmt: skip
+        bridge.from_arrow((schema, array))
+    hold[0].release(hold[0])
+    del schema, array, a, hold
+    assert refs(keep) == r0
+    balanced(before)
 
 
 def test_unsupported_device_type():
@@ -1669,6 +1832,13 @@ def test_cuda_tensor_exports_a_device_array_without_touching_memory():
         t.__arrow_c_array__()
     with pytest.raises(ValueError, match="stream"):
         t.__arrow_c_stream__()
+    # a request of its own type is zero-copy; another value type needs a cast,
+    # which bridge makes only in host memory
+    schema, dev = t.__arrow_c_device_array__(pa.float32().__arrow_c_schema__())
+    assert bridge.from_arrow((schema, dev)).data_ptr() == 0xDEAD0000
+    with pytest.raises(ValueError, match="requested Arrow type double needs a cast of this "
+                                         "cuda:1 tensor, and bridge casts only host memory"):  # fmt: skip
+        t.__arrow_c_device_array__(pa.float64().__arrow_c_schema__())
 
 
 # ================================================================ issue 9

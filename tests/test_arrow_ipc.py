@@ -14,7 +14,10 @@ import gc
 import io
 import itertools
 import os
+import struct
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -437,3 +440,189 @@ def test_metadata_is_the_canonical_extension(tmp_path: Path) -> None:
     assert field.type.extension_name == "arrow.fixed_shape_tensor"
     assert field.type.shape == [3, 4] and field.type.permutation in (None, [0, 1])
     assert field.type.value_type == pa.float32()
+
+
+# ----------------------------------------------------- files that lie
+
+
+def _lie(data: bytes, old: int, new: int) -> bytes:
+    """``data`` with every 8-aligned int64 ``old`` (the lengths of a record batch
+    and of its field nodes, which pyarrow checks against each other) set to
+    ``new``: a record batch that says its columns are longer than their buffers."""
+    out = bytearray(data)
+    hits = [p for p in range(0, len(out) - 7, 8) if struct.unpack_from("<q", out, p)[0] == old]
+    assert hits, f"no int64 {old} in the IPC data"
+    for p in hits:
+        struct.pack_into("<q", out, p, new)
+    return bytes(out)
+
+
+ROWS = 37  # a row count no buffer length or offset of these files shares
+
+
+def _lying(fmt: str, kind: str) -> bytes:
+    sink = io.BytesIO()
+    if kind == "1-d":
+        write_ipc(sink, {"x": bridge.arange(ROWS)}, format=fmt)
+        return _lie(sink.getvalue(), ROWS, 1000)
+    write_ipc(sink, {"x": bridge.arange(ROWS * 6, dtype=bridge.float32).reshape(ROWS, 2, 3)},
+              format=fmt)  # fmt: skip
+    # the list's length and its values child's, so that the two agree
+    return _lie(_lie(sink.getvalue(), ROWS, 1000), ROWS * 6, 6000)
+
+
+@pytest.mark.parametrize("kind", ["1-d", "fixed_shape_tensor"])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("source", ["mapped-path", "read-path", "bytes", "buffer"])
+@pytest.mark.parametrize("copy", [False, True], ids=["view", "copy"])
+def test_a_column_longer_than_its_buffer_is_refused(
+    tmp_path: Path, kind: str, fmt: str, source: str, copy: bool
+) -> None:
+    """pyarrow's reader trusts the record batch's lengths: a column said to hold
+    1000 rows over a buffer of 37 would be a tensor over the bytes past the
+    buffer, past the end of the file (the stream's buffer is the last thing in
+    it: SIGBUS on a mapping, a heap over-read from bytes). Each extent is
+    checked against its buffer before anything is viewed or copied."""
+    data = _lying(fmt, kind)
+    values = 1000 * (1 if kind == "1-d" else 6)
+    assert values * (8 if kind == "1-d" else 4) > len(data)  # the lie reaches past the file
+    (tmp_path / "lie").write_bytes(data)
+    src: Any = {"mapped-path": tmp_path / "lie", "read-path": tmp_path / "lie", "bytes": data,
+                "buffer": pa.py_buffer(data)}[source]  # fmt: skip
+    # pyarrow reads the lie without complaint: the check is bridge's to make
+    table = (pa.ipc.open_file if fmt == "file" else pa.ipc.open_stream)(data).read_all()
+    assert len(table) == 1000
+    with pytest.raises(ValueError, match=r"column 'x': the IPC data is corrupt or truncated.*"
+                                         r"too small"):  # fmt: skip
+        read_ipc(src, memory_map=source != "read-path", copy=copy)
+
+
+def test_a_negative_length_is_refused() -> None:
+    """A negative length, which pyarrow reads without complaint (its ``len()`` of
+    the column then fails with SystemError), is a clear ValueError."""
+    sink = io.BytesIO()
+    write_ipc(sink, {"x": bridge.arange(ROWS)}, format="stream")
+    with pytest.raises(ValueError, match=r"column 'x': the IPC data is corrupt.*negative"):
+        read_ipc(_lie(sink.getvalue(), ROWS, -1))
+
+
+# Run in a subprocess, so that a crash is a failed test and not a dead pytest.
+# Each variant of a few valid IPC files is cut short, has bytes overwritten, an
+# aligned int64 set to a large value, or one length of its metadata made larger
+# everywhere it occurs (a consistent lie); read_ipc of it must raise one of the
+# clear exceptions or give tensors that lie inside the Arrow buffers of their
+# column (the tables read_ipc reads are recorded to know those buffers).
+_FUZZ = r"""
+import collections, faulthandler, io, os, random, struct, sys, time
+import numpy as np
+import pyarrow as pa
+import bridge
+import bridge.interop.arrow.ipc as ipc
+from bridge.arrow import read_ipc, write_ipc
+
+faulthandler.enable()
+tmp, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tables = []
+_read_table = ipc._read_table
+
+def recording(*args, **kwargs):
+    tables.append(_read_table(*args, **kwargs))
+    return tables[-1]
+
+ipc._read_table = recording
+
+def base_files():
+    n = 37
+    columns = [{"v": bridge.arange(n), "h": bridge.arange(n, dtype=bridge.int16)},
+               {"m": bridge.arange(n * 6, dtype=bridge.float32).reshape(n, 2, 3)},
+               {"b": bridge.arange(n, dtype=bridge.int8).to(bridge.bool)}]
+    out = []
+    for cols in columns:
+        for fmt in ("file", "stream"):
+            sink = io.BytesIO()
+            write_ipc(sink, cols, format=fmt)
+            out.append(sink.getvalue())
+    values = pa.array(np.arange(8, dtype=np.uint16))
+    t = pa.table({"l": pa.FixedSizeListArray.from_arrays(values, 2),
+                  "u": pa.array(np.arange(4, dtype=np.uint32))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, t.schema) as w:
+        w.write_table(t)
+    out.append(sink.getvalue().to_pybytes())
+    return out
+
+def mutate(rng, data):
+    d = bytearray(data)
+    kind = rng.randrange(5)
+    if kind in (0, 3):
+        for _ in range(rng.randint(1, 4)):
+            d[rng.randrange(len(d))] = rng.randrange(256)
+    if kind == 1:
+        pos = rng.randrange(0, len(d) - 8) & ~7
+        d[pos:pos + 8] = struct.pack("<q", rng.choice([1000, 2**20, 2**31, 2**40, 2**62, -1, 0]))
+    if kind in (2, 3):
+        del d[rng.randrange(len(d)):]
+    if kind == 4:
+        words = {p: struct.unpack_from("<q", d, p)[0] for p in range(0, len(d) - 7, 8)}
+        counts = collections.Counter(v for v in words.values() if 0 < v <= 4096)
+        old = rng.choice(sorted(v for v, k in counts.items() if k > 1) or sorted(counts))
+        new = old + rng.choice([1, 8, 1000, 2**20])
+        for p, v in words.items():
+            if v == old:
+                d[p:p + 8] = struct.pack("<q", new)
+    return bytes(d)
+
+def extent(t):
+    if t.numel() == 0:
+        return None
+    hi = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (hi + 1) * t.itemsize
+
+def spans(table, name):
+    return [(b.address, b.address + b.size)
+            for c in table.column(name).chunks for b in c.buffers() if b is not None]
+
+clear = (ValueError, TypeError, OSError, NotImplementedError, pa.ArrowException)
+rng = random.Random(seed)
+bases = base_files()
+outcomes, bad = collections.Counter(), []
+for i in range(count):
+    data = mutate(rng, rng.choice(bases))
+    copy = rng.random() < 0.25
+    source = data
+    if i % 10 == 0:  # a memory-mapped file now and then
+        source = os.path.join(tmp, "f.arrow")
+        with open(source, "wb") as f:
+            f.write(data)
+    del tables[:]
+    try:
+        got = read_ipc(source, copy=copy)
+    except clear as e:
+        outcomes[type(e).__name__] += 1
+        continue
+    except BaseException as e:
+        bad.append(f"variant {i}: {type(e).__name__}: {e}")
+        continue
+    outcomes["read"] += 1
+    for name, t in got.items():
+        span = extent(t)
+        if copy:
+            t.clone()  # every byte read once more
+        elif span and not any(lo <= span[0] and span[1] <= hi for lo, hi in spans(tables[-1], name)):
+            bad.append(f"variant {i}: column {name!r} views {span} outside its Arrow buffers")
+print("outcomes", dict(outcomes))
+print("\n".join(bad[:20]))
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_truncated_and_corrupted_files_give_clear_errors(tmp_path: Path) -> None:
+    """2,000 truncated and byte-flipped variants of a few valid IPC files (a fixed
+    seed): only clear exceptions (ValueError, pyarrow's ArrowInvalid and OSError,
+    TypeError for a type with no tensor form), never a crash, never a tensor
+    over bytes outside its column's buffers."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(_FUZZ), str(tmp_path), "2000", "19"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    # the variants reach every outcome: reads, and refusals by pyarrow and by bridge
+    assert "'read'" in r.stdout and "'ValueError'" in r.stdout and "'ArrowInvalid'" in r.stdout

@@ -26,6 +26,7 @@ from bridge.interop.arrow.types import (
     _FST,
     _describe_spec,
     _encode_metadata,
+    _primitive,
     _pyarrow,
     _same_type,
     _type_name,
@@ -113,23 +114,24 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
     return schema, (batch, 0, rows, (0,), (child,))
 
 
-def _honour(schema: tuple[Any, ...], array: tuple[Any, ...], requested_schema: Any) -> tuple[Any, ...]:
-    """The (schema, array) specs to export for a consumer's ``requested_schema``
-    (Arrow PyCapsule interface, "Schema Requests"): the tensor's own type
-    (or the storage type of its extension type: the same bytes) under the
-    requested field name, or a one-column struct (a record batch) holding it. Anything else would be another type (a converting copy) or
-    another number of fields: ValueError naming both types, as the interface
-    asks of data that cannot take the request."""
-    if requested_schema is None:
-        return schema, array
+def _describe_request(requested_schema: Any) -> tuple[Any, ...]:
     try:
-        req = _C.arrow_describe_schema(requested_schema)
+        req: tuple[Any, ...] = _C.arrow_describe_schema(requested_schema)
     except (TypeError, ValueError) as e:
         if type(requested_schema).__name__ != "PyCapsule" or "named" in str(e):
             raise TypeError(
                 f"requested_schema must be an 'arrow_schema' PyCapsule, got {requested_schema!r}"
             ) from None
         raise
+    return req
+
+
+def _match(req: tuple[Any, ...], schema: tuple[Any, ...], array: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The (schema, array) specs of the data that ``schema``/``array`` describe
+    in the form ``req`` asks for, with no copy: its own type (or the storage
+    type of its extension type: the same bytes) under the requested field name
+    and flags, or a one-column struct (a record batch) holding it; None when
+    ``req`` is another type."""
     ours = _describe_spec(schema)
     bare = (*ours[:2], None, *ours[3:])  # the extension's storage type: the same bytes
     for candidate, meta in ((ours, schema[2]), (bare, None)):
@@ -140,17 +142,111 @@ def _honour(schema: tuple[Any, ...], array: tuple[Any, ...], requested_schema: A
         col = req[4][0]
         inner = (schema[0], (col[1] or "").encode(), schema[2], col[3], schema[4])
         return (b"+s", (req[1] or "").encode(), None, req[3], (inner,)), (array[0], 0, 0, (0,), (array,))
+    return None
+
+
+def _requested_dtype(req: tuple[Any, ...], ndim: int) -> _dtypes.dtype | None:
+    """The bridge dtype whose Arrow type ``req`` asks for, in the nesting a
+    tensor of ``ndim`` dims exports (a primitive for 1-d, a fixed-size list or
+    fixed_shape_tensor for N-d, either alone or as the one column of a
+    struct); None for any other request."""
+    if req[0] == "+s" and len(req[4]) == 1:
+        req = req[4][0]
+    if ndim > 1:
+        if not req[0].startswith("+w:") or len(req[4]) != 1:
+            return None
+        req = req[4][0]
+    if req[4] or req[5]:
+        return None
+    return _primitive(req[0], req[2])
+
+
+def _as_dtype(schema: tuple[Any, ...], dt: _dtypes.dtype) -> tuple[Any, ...]:
+    """The schema spec of a tensor exported as ``schema``, cast to ``dt``."""
+    if schema[4]:  # a fixed-size list (fixed_shape_tensor): the values are its one child
+        return (*schema[:4], (_value_schema(dt, schema[4][0][1]),))
+    return _value_schema(dt, schema[1])
+
+
+def _cast(t: Tensor, dt: _dtypes.dtype, name: str, *, dense: bool) -> Tensor:
+    """``t`` as ``dt`` in new memory, by bridge's own cast: ``Tensor.to``, which
+    keeps a layout Arrow can express (a permuted fixed_shape_tensor stays
+    permuted), or with ``dense=True`` (``t``'s layout has no Arrow form) into
+    contiguous memory. A cast that changes a value is refused, as pyarrow's
+    safe cast refuses it: a value an integer type cannot hold (the sign
+    included), a float with a fraction (or NaN, inf) to an integer, an
+    integer a float cannot hold exactly. Float to float and anything to bool
+    cast as pyarrow casts them (rounding; nonzero is True)."""
+    if not t._storage._host_accessible:
+        raise ValueError(
+            f"the requested Arrow type {name} needs a cast of this {t.device} tensor, and bridge "
+            "casts only host memory"
+        )
+    with np.errstate(all="ignore"):  # the round trip below tells what did not fit
+        if dense:
+            out = t.new_empty(tuple(t._shape), dtype=dt).copy_(t)
+        else:
+            out = t.to(dt)
+        if dt is _dtypes.bool or (dt.is_floating_point and not t._dtype.is_integral):
+            return out
+        back = out.to(t._dtype)
+    # the round trip misses what the sign flips (-1 to uint64 and back is -1)
+    want, got = t.numpy(), back.numpy()
+    changed = (want != got) | ((want < 0) != (out.numpy() < 0))
+    if changed.any():
+        bad = want[np.nonzero(changed)][0].item()
+        raise ValueError(
+            f"the requested Arrow type {name} cannot hold the value {bad!r} of this {t.dtype} "
+            "tensor (pyarrow's safe cast refuses it too); convert explicitly with .to() first"
+        )
+    return out
+
+
+def _honour(t: Tensor, requested_schema: Any) -> tuple[Tensor, tuple[Any, ...], tuple[Any, ...]]:
+    """(tensor, schema spec, array spec) to export for a consumer's
+    ``requested_schema`` (Arrow PyCapsule interface, "Schema Requests"). The
+    tensor's own type, its extension's storage type or a one-column struct
+    holding either is exported zero-copy, under the requested field name. A
+    request for another value type in the same nesting is met as pyarrow meets
+    it: a cast into new memory (:func:`_cast`), exported instead of ``t``. A
+    request no cast meets (another number of fields, another nesting or shape,
+    a type with no bridge dtype such as strings or bit-packed bools) is a
+    ValueError naming both types."""
+    if requested_schema is None:
+        return t, *_specs(t)
+    req = _describe_request(requested_schema)
+    try:
+        schema, array = _specs(t)
+    except (TypeError, ValueError) as e:  # no Arrow form as it is (dtype, layout): a cast may have
+        own: Exception | None = e
+    else:
+        own = None
+        same = _match(req, schema, array)
+        if same is not None:
+            return t, *same
+    dt = _requested_dtype(req, len(t._shape))
+    # The cast keeps an exportable layout, so whether it meets the request is
+    # known before copying anything: only the value type changes.
+    if dt is not None and dt is not t._dtype and (own is not None or _match(req, _as_dtype(schema, dt), array)):
+        cast = _cast(t, dt, _type_name(req), dense=own is not None)
+        matched = _match(req, *_specs(cast))
+        if matched is not None:
+            return cast, *matched
+    if own is not None:
+        raise own
     raise ValueError(
         f"requested Arrow type {_type_name(req)} cannot be produced from a tensor of Arrow type "
-        f"{_type_name(ours)} without a copy; bridge only exports tensors as they are (convert "
-        "with .to() or .contiguous() first)"
+        f"{_type_name(_describe_spec(schema))}: bridge meets a request for another value type "
+        "(int/uint 8-64, float16/32/64, bool8) with a cast, but not one for another nesting, "
+        "shape or number of fields, nor types with no bridge dtype (strings, bit-packed bools: "
+        "bridge.arrow.to_array(t, type=...) converts through pyarrow)"
     )
 
 
-def _host_specs(t: Tensor, what: str, requested_schema: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def _host(t: Tensor, what: str) -> Tensor:
     if not t._storage._host_accessible:
         raise ValueError(f"a {t.device} tensor has no CPU Arrow {what}; use __arrow_c_device_array__")
-    return _honour(*_specs(t), requested_schema)
+    return t
 
 
 def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:
@@ -166,18 +262,18 @@ def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tup
         dev_type, dev_id = _ARROW_CUDA_HOST, dev.index or 0
     else:
         raise ValueError(f"Arrow has no device type for {dev}")
-    schema, array = _honour(*_specs(t), requested_schema)
-    return _C.arrow_export_schema(schema), _C.arrow_export_device_array(t, array, dev_type, dev_id)
+    src, schema, array = _honour(t, requested_schema)
+    return _C.arrow_export_schema(schema), _C.arrow_export_device_array(src, array, dev_type, dev_id)
 
 
 def _array(t: Tensor, requested_schema: Any = None) -> tuple[Any, Any]:
-    schema, array = _host_specs(t, "array", requested_schema)
-    return _C.arrow_export_schema(schema), _C.arrow_export_array(t, array)
+    src, schema, array = _honour(_host(t, "array"), requested_schema)
+    return _C.arrow_export_schema(schema), _C.arrow_export_array(src, array)
 
 
 def _stream(t: Tensor, requested_schema: Any = None) -> Any:
-    schema, array = _host_specs(t, "stream", requested_schema)
-    return _C.arrow_export_stream(t, schema, array)
+    src, schema, array = _honour(_host(t, "stream"), requested_schema)
+    return _C.arrow_export_stream(src, schema, array)
 
 
 def _schema(t: Tensor) -> Any:

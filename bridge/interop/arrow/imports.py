@@ -40,6 +40,22 @@ def _device_of(dev_type: int, dev_id: int) -> device:
     raise ValueError(f"Arrow device type {dev_type} is not supported by bridge")
 
 
+_ADDRESS_SPACE = 1 << 64
+
+
+def _address(base: int, index: int, itemsize: int, what: str) -> int:
+    """The address of item ``index`` of the buffer at ``base``; ValueError when
+    it lies past the 64-bit address space (an offset no buffer can have), which
+    the C side could not take as an address (OverflowError)."""
+    addr = base + index * itemsize
+    if addr >= _ADDRESS_SPACE:
+        raise ValueError(
+            f"{what}: item {index} of the buffer at {base:#x} would be at {addr:#x}, past the "
+            "64-bit address space (the offset is corrupt)"
+        )
+    return addr
+
+
 def _check_array(arr: Any, n_buffers: int, what: str) -> tuple[int, int, tuple[int, ...]]:
     length, null_count, offset, buffers, _children = arr
     if len(buffers) != n_buffers:
@@ -57,17 +73,19 @@ def _check_array(arr: Any, n_buffers: int, what: str) -> tuple[int, int, tuple[i
 def _validity(arr: Any, length: int, offset: int, dev: device) -> Tensor:
     """The validity bitmap of ``arr`` unpacked into a bool tensor (a copy, read
     on the host: ValueError for device memory)."""
-    addr = arr[3][0]
-    if addr == 0:
+    base = arr[3][0]
+    if base == 0:
         return _full_bool(length, True)
     if dev != CPU:
         raise ValueError(
             f"the validity bitmap of a {dev} Arrow array cannot be read on the host; copy the "
             "array to the CPU first (with_mask=True reads the bitmap)"
         )
-    nbytes = (offset + length + 7) // 8
-    bits = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
-    mask = np.unpackbits(bits, bitorder="little")[offset : offset + length].astype(bool)
+    # only the bytes that hold this array's bits, from the one holding bit `offset`
+    addr = _address(base, offset // 8, 1, "Arrow validity bitmap")
+    skip = offset % 8
+    bits = np.ctypeslib.as_array((ctypes.c_uint8 * ((skip + length + 7) // 8)).from_address(addr))
+    mask = np.unpackbits(bits, bitorder="little")[skip : skip + length].astype(bool)
     return _host_copy(mask)
 
 
@@ -83,6 +101,11 @@ def _tensor_from(
     schema: Any, arr: Any, guard: Any, dev: device, *, copy: bool, with_mask: bool
 ) -> Any:
     fmt, _name, meta, _flags, children, has_dict = schema
+    if len(arr[4]) != len(children):
+        raise ValueError(
+            f"Arrow array has {len(arr[4])} children, but its schema (Arrow type "
+            f"{_type_name(schema)}) has {len(children)}"
+        )
     if has_dict:
         raise TypeError(f"Arrow type {_type_name(schema)} has no zero-copy tensor form")
     ext = _decode_metadata(meta)
@@ -94,8 +117,8 @@ def _tensor_from(
         length, offset, buffers = _check_array(arr, 2, f"Arrow {_type_name(schema)} array")
         if buffers[1] == 0 and length:
             raise ValueError("Arrow array has a NULL data buffer")
-        t = _C.from_memory(buffers[1] + offset * dt.itemsize, dt, (length,), (dt.itemsize,), guard,
-                           True, dev.to_dlpack())  # fmt: skip
+        addr = _address(buffers[1], offset, dt.itemsize, f"Arrow {_type_name(schema)} array")
+        t = _C.from_memory(addr, dt, (length,), (dt.itemsize,), guard, True, dev.to_dlpack())
         if with_mask:
             return t, _validity((0, 0, 0, buffers), length, offset, dev) if nulls else _full_bool(length, True)
         return t
@@ -185,7 +208,8 @@ def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[b
     if ext.get(_EXT_NAME) == _FST:
         elem, el_strides = _fst_layout(ext, size)
     isz = dt.itemsize
-    t = _C.from_memory(vbufs[1] + first * isz, dt, (length, *elem),
+    addr = _address(vbufs[1], first, isz, "FixedSizeList values")
+    t = _C.from_memory(addr, dt, (length, *elem),
                        (size * isz, *(s * isz for s in el_strides)), guard, True, dev.to_dlpack())  # fmt: skip
     if with_mask:
         return t, _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)

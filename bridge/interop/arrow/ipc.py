@@ -291,6 +291,30 @@ def _aligned_empty(shape: tuple[int, ...], dt: Any, alignment: int) -> Tensor:
     return made
 
 
+def _check_extent(name: str, arr: Any) -> None:
+    """ValueError when a column chunk says it holds more than its buffers do.
+
+    pyarrow's IPC reader trusts the lengths in a record batch's metadata: a
+    file that says a column is longer than its data buffer gives an array
+    whose values run past the buffer (past the end of the file, when that
+    buffer is last), and a negative length gives an array whose ``len()``
+    fails. The buffers' sizes are known, so each chunk's extents (offset and
+    length against its validity and data buffers at the type's width, a
+    fixed-size list's values child against its list size, extension storage,
+    struct children) are checked before anything is viewed. pyarrow's cheap
+    validation is that check: O(1) per node, reading no values.
+    """
+    pa = _pyarrow("read_ipc()")
+
+    try:
+        arr.validate()
+    except pa.ArrowInvalid as e:
+        raise ValueError(
+            f"column {name!r}: the IPC data is corrupt or truncated (its record batch describes "
+            f"more than its buffers hold): {e}"
+        ) from None
+
+
 def _column_tensor(name: str, col: Any, *, copy: bool, alignment: int) -> Tensor:
     chunks = col.chunks or [col.combine_chunks()]  # no batches: an empty array of the type
     if len(chunks) > 1 and not copy:
@@ -298,6 +322,8 @@ def _column_tensor(name: str, col: Any, *, copy: bool, alignment: int) -> Tensor
             f"column {name!r} spans {len(chunks)} record batches; a zero-copy tensor views one "
             "(pass copy=True to concatenate them into new memory)"
         )
+    for c in chunks:
+        _check_extent(name, c)
     try:
         parts: list[Tensor] = [_C.from_arrow(c) for c in chunks]
     except TypeError as e:
@@ -372,8 +398,12 @@ def read_ipc(
     columns with no tensor form (strings, dictionaries, nested lists); ValueError
     for an unknown ``format``, a bad ``alignment``, unknown or duplicate column
     names, nulls, several batches without ``copy=True``, misaligned views, a
-    NativeFile open for writing; pyarrow's ``ArrowInvalid`` (a ValueError) for
-    data that is not Arrow IPC of the format given.
+    NativeFile open for writing, and corrupt or truncated data whose record
+    batch describes more than its buffers hold (a column longer than its data
+    buffer, a negative length: pyarrow's reader does not check, so every
+    column is checked before it is viewed or copied); pyarrow's
+    ``ArrowInvalid`` (a ValueError) and OSError for data that is not Arrow IPC
+    of the format given.
     """
     fmt = _check_format(format, allow_none=True)
     align = _check_alignment(alignment)
