@@ -143,11 +143,12 @@ for _doc_b in _doc_blocks:
             _doc_b["text"], globals(), _doc_b["page"], _doc_b["page"], _doc_b["line"] - 1)
         _doc_r = _doc_doctest.DocTestRunner(
             optionflags=_doc_doctest.ELLIPSIS | _doc_doctest.NORMALIZE_WHITESPACE)
-        _doc_r.run(_doc_test, out=_doc_sys.stderr.write, clear_globs=False)
-        globals().update(_doc_test.globs)  # DocTest ran on a copy: keep what it defined
-        if _doc_r.failures:
+        # Checked before the globals are updated: the copy DocTest ran on holds the
+        # previous block's _doc_r, whose count would hide this block's failure.
+        if _doc_r.run(_doc_test, out=_doc_sys.stderr.write, clear_globs=False).failed:
             _doc_sys.stderr.write(f"doctest block at {_doc_b['page']}:{_doc_b['line'] - 1} failed\n")
             _doc_sys.exit(1)
+        globals().update(_doc_test.globs)  # DocTest ran on a copy: keep what it defined
     else:
         _doc_code = compile("\n" * (_doc_b["line"] - 1) + _doc_b["text"], _doc_b["page"], "exec")
         try:
@@ -326,6 +327,9 @@ def test_runner_reports_failures(tmp_path: Path) -> None:
                 Block("x.md", 9, "python", (), ">>> v\n43\n")):
         with pytest.raises(pytest.fail.Exception, match=r"x\.md:8"):
             run_python_blocks([ok, bad], tmp_path)
+        # after a doctest block that passed (its runner once hid the next one's failure)
+        with pytest.raises(pytest.fail.Exception, match=r"x\.md:8"):
+            run_python_blocks([ok, shown, bad], tmp_path)
 
 
 _UP = re.compile(r"(?<![\w.])((?:\.\./)+[\w./*-]*)")
