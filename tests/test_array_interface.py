@@ -218,16 +218,69 @@ def test_frombuffer_sources():
     assert pt.tolist() == [1, 2] and pt.data_ptr() == buf.address and pt.is_readonly
 
 
-def test_frombuffer_strided_memoryview():
+def _c_contiguous_buffer(name):
+    """A writable C-contiguous memoryview of several dims or formats, the bridge
+    dtype to read it as, and the array whose memory it is."""
+    if name == "2-d int32":
+        a = np.arange(12, dtype=np.int32).reshape(3, 4)
+        return memoryview(a), bridge.int32, a
+    if name == "2-d bytes as int16":
+        a = np.arange(16, dtype=np.uint8)
+        return memoryview(bytearray(a.tobytes())).cast("B", (4, 4)), bridge.int16, None
+    if name == "0-d":
+        a = np.array(7, dtype=np.int64)
+        return memoryview(a), bridge.int64, a
+    a = np.arange(24.0).reshape(2, 3, 4)[1:]  # "3-d rows of a slice"
+    return memoryview(a), bridge.float64, a
+
+
+@pytest.mark.parametrize(
+    "name, count, offset",
+    [
+        ("2-d int32", -1, 0), ("2-d int32", 5, 8), ("2-d int32", -1, 4),
+        ("2-d bytes as int16", -1, 0), ("2-d bytes as int16", 3, 1),
+        ("0-d", -1, 0), ("0-d", 1, 0),
+        ("3-d rows of a slice", -1, 0), ("3-d rows of a slice", 2, 16),
+    ],
+)  # fmt: skip
+def test_frombuffer_is_1d_over_the_bytes_like_torch(torch, name, count, offset):
+    """Whatever the buffer's shape, torch.frombuffer's 1-d tensor over its bytes:
+    same shape, values and address (both share the buffer's memory)."""
+    mv, dt, a = _c_contiguous_buffer(name)
+    address = (np.frombuffer(mv, np.uint8) if a is None else a).ctypes.data
+    t = torch.frombuffer(mv, dtype=getattr(torch, dt.name), count=count, offset=offset)
+    b = bridge.frombuffer(mv, dtype=dt, count=count, offset=offset)
+    assert b.ndim == 1 and b.shape == tuple(t.shape)
+    assert b.tolist() == t.tolist()
+    assert b.data_ptr() == t.data_ptr() == address + offset
+    b[0] = 99  # a view: the write shows in the buffer and in torch's view of it
+    assert t[0].item() == 99
+
+
+def _strided_buffers():
     base = np.arange(12, dtype=np.int32).reshape(3, 4)
-    mv = memoryview(base[::2, ::-1])
-    t = bridge.frombuffer(mv, dtype=bridge.int32)
-    assert t.shape == (2, 4) and t.stride() == (8, -1)
-    assert t.tolist() == base[::2, ::-1].tolist()
-    with pytest.raises(ValueError, match="contiguous"):
-        bridge.frombuffer(mv, dtype=bridge.int32, count=2)
-    with pytest.raises(ValueError, match="4-byte items"):
-        bridge.frombuffer(mv, dtype=bridge.int16)
+    return {
+        "transposed": base.T,
+        "Fortran-ordered": np.asfortranarray(base),
+        "every other row, reversed": base[::2, ::-1],
+        "stepped 1-d": base.ravel()[::3],
+    }
+
+
+@pytest.mark.parametrize("name", list(_strided_buffers()))
+def test_frombuffer_refuses_non_contiguous_buffers(torch, name):
+    """torch.frombuffer refuses a buffer that is not C-contiguous, so bridge
+    does, with a ValueError that points to bridge.asarray; asarray keeps the
+    shape and strides and shares the memory."""
+    a = _strided_buffers()[name]
+    mv = memoryview(a)
+    with pytest.raises(RuntimeError, match="could not retrieve buffer"):
+        torch.frombuffer(mv, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"C-contiguous.*bridge\.asarray"):
+        bridge.frombuffer(mv, dtype=bridge.int32)
+    kept = bridge.asarray(mv)
+    assert kept.shape == a.shape and kept.stride() == tuple(s // 4 for s in a.strides)
+    assert kept.tolist() == a.tolist() and kept.data_ptr() == a.ctypes.data
 
 
 @pytest.mark.parametrize(

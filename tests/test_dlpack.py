@@ -166,6 +166,30 @@ def test_bad_keywords():
         t.__dlpack__(copy="yes")
 
 
+@pytest.mark.parametrize(
+    "obj, kind",
+    [
+        (np.zeros(3), "numpy.ndarray"),
+        ([1, 2], "list"),
+        (None, "NoneType"),
+        (bridge.zeros(2).untyped_storage(), "bridge.core.storage.UntypedStorage"),
+    ],
+)
+@pytest.mark.parametrize(
+    "fn, call",
+    [
+        ("to_dlpack", lambda x: bridge.to_dlpack(x)),
+        ("to_dlpack", lambda x: bridge.dlpack.to_dlpack(x, max_version=(1, 3), copy=True)),
+        ("transfer", lambda x: bridge.interop.dlpack.transfer(x, (1, 0))),
+    ],
+)
+def test_export_policy_of_a_non_tensor_is_a_type_error(obj, kind, fn, call):
+    """As torch's and paddle's to_dlpack: a TypeError naming the type and what
+    is accepted, never an AttributeError from inside."""
+    with pytest.raises(TypeError, match=rf"^{fn}\(\) expects a bridge\.Tensor, got {kind};.*bridge\.asarray"):
+        call(obj)
+
+
 def test_unconsumed_capsule_releases_the_owner():
     t = bridge.arange(10)
     keep = t.untyped_storage().owner

@@ -216,6 +216,39 @@ def test_split_chunk_unbind():
     assert all(shares(p, t) for p in t.split(3))
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: bridge.empty(0).chunk(2**62),
+        lambda: bridge.chunk(bridge.empty(4, 0), 2**62, 1),
+        lambda: bridge.empty(5).tensor_split(2**62),
+        lambda: bridge.tensor_split(bridge.empty(0), 2**62),
+    ],
+)
+def test_huge_piece_counts_refused_at_once(call):
+    """A count of pieces far past the elements raises instead of building one
+    empty view per piece until memory runs out."""
+    with pytest.raises(ValueError, match="empty views"):
+        call()
+
+
+def test_empty_pieces_bound():
+    """Up to the bound, an empty dim gives `chunks` empty views (as torch);
+    one more is refused; a non-empty dim never gives more views than it has
+    elements, whatever the count."""
+    from bridge.core.tensor_ops import _MAX_EMPTY_PIECES as limit
+
+    assert [p.shape for p in bridge.empty(2, 0).chunk(limit, 1)] == [(2, 0)] * limit
+    with pytest.raises(ValueError, match=f"at most {limit} empty"):
+        bridge.empty(2, 0).chunk(limit + 1, 1)
+    assert len(bridge.empty(3).tensor_split(limit + 3)) == limit + 3
+    with pytest.raises(ValueError, match=f"at most {limit} empty"):
+        bridge.empty(3).tensor_split(limit + 4)
+    assert [p.tolist() for p in bridge.arange(5).chunk(2**62)] == [[0], [1], [2], [3], [4]]
+    big = bridge.zeros(1).expand(2**62 + 1)  # past float precision: chunk sizes are integer ceilings
+    assert [p.shape[0] for p in big.chunk(2)] == [2**61 + 1, 2**61]
+
+
 def test_as_strided_and_set():
     t = bridge.arange(10)
     w = t.as_strided((4, 3), (2, 1))

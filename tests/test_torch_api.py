@@ -330,6 +330,28 @@ def test_tensor_split_matches_torch(torch, arg, dim):
     assert [x.tolist() for x in bridge.tensor_split(b, barg, dim)] == [y.tolist() for y in rt]
 
 
+@pytest.mark.parametrize("size", [0, 1, 2, 5, 7, 12])
+@pytest.mark.parametrize("pieces", [1, 2, 3, 5, 8, 13, 2**62])
+@pytest.mark.parametrize("op", ["chunk", "tensor_split"])
+def test_chunk_and_tensor_split_counts_match_torch(torch, op, size, pieces):
+    """torch's piece counts and values wherever torch builds them; where torch
+    fails on allocating its list (a huge count past the elements), bridge
+    refuses at once with ValueError instead of building views until memory
+    runs out."""
+    b, t = pair(torch, 3, size)
+    try:
+        rt = getattr(t, op)(pieces, 1)
+    except RuntimeError:
+        with pytest.raises(ValueError, match="empty views"):
+            getattr(b, op)(pieces, 1)
+        return
+    rb = getattr(b, op)(pieces, 1)
+    assert len(rb) == len(rt)
+    for x, y in zip(rb, rt):
+        same(x, y, strides=x.numel() > 0)
+        assert x.untyped_storage() is b.untyped_storage()
+
+
 def test_tensor_split_bad_input(torch):
     b, t = pair(torch, 10)
     both_raise(ValueError, lambda: b.tensor_split(0), lambda: t.tensor_split(0))

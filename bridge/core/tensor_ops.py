@@ -13,7 +13,6 @@ compute the same view and move this tensor onto it (``_set_geometry``, as
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -152,16 +151,41 @@ def split(self: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 
     return tuple(out)
 
 
+_MAX_EMPTY_PIECES = 2**16
+"""The most empty views one ``chunk`` or ``tensor_split`` call builds beyond
+the dimension's elements. Both follow torch and return a requested count of
+pieces even where the dimension has fewer elements; without a bound, a huge
+count (``empty(0).chunk(2**62)``) builds views until memory runs out, where
+torch fails on allocating its list."""
+
+
+def _check_empty_pieces(op: str, pieces: int, size: int) -> None:
+    """ValueError when ``pieces`` views of a dimension of ``size`` elements
+    would include more than :data:`_MAX_EMPTY_PIECES` empty ones."""
+    if pieces - size > _MAX_EMPTY_PIECES:
+        raise ValueError(
+            f"{op}: {pieces} pieces of a dimension of size {size} would build {pieces - size} empty views;"
+            f" at most {_MAX_EMPTY_PIECES} empty pieces are built"
+        )
+
+
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-    """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
+    """At most ``chunks`` views of equal size (the last may be smaller) along
+    ``dim``: ``ceil(size / chunks)`` elements each, so never more views than
+    the dim has elements, except for an empty dim, which gives ``chunks``
+    empty views (as torch). ValueError for ``chunks <= 0`` and for an empty
+    dim asked for more than :data:`_MAX_EMPTY_PIECES` chunks."""
     chunks = operator.index(chunks)
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = S.wrap_dim(dim, self.ndim)
     size = self._shape[d]
-    if size == 0:  # PyTorch returns `chunks` empty pieces here
+    if size == 0:
+        _check_empty_pieces("chunk", chunks, size)
         return tuple(self.narrow(d, 0, 0) for _ in range(chunks))
-    return split(self, math.ceil(size / chunks), d)
+    # Integer ceiling: `math.ceil(size / chunks)` rounds through a float and is
+    # off by one once the operands pass 2**53.
+    return split(self, -(-size // chunks), d)
 
 
 def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
@@ -207,6 +231,7 @@ def tensor_split(self: Tensor, indices_or_sections: int | Sequence[int] | Tensor
         raise TypeError(f"tensor_split expects an int, a sequence of ints or a tensor, got {arg!r}") from None
     if n <= 0:
         raise ValueError(f"number of sections must be larger than 0, got {n}")
+    _check_empty_pieces("tensor_split", n, size)
     small, big = divmod(size, n)
     return split(self, [small + (i < big) for i in range(n)], d)
 

@@ -62,6 +62,19 @@ def _check_stream(dev: device, stream: Any) -> None:
         raise ValueError(f"invalid stream {stream}")
 
 
+def _tensor_arg(x: Any, fn: str) -> Tensor:
+    """``x`` when it is a bridge Tensor; else TypeError naming its type and
+    what is accepted (torch's and paddle's ``to_dlpack`` raise TypeError too)."""
+    if not isinstance(x, Tensor):
+        cls = type(x)
+        kind = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+        raise TypeError(
+            f"{fn}() expects a bridge.Tensor, got {kind}; bridge.asarray(obj) makes a tensor of it "
+            "(zero-copy where the object exposes its memory)"
+        )
+    return x
+
+
 def to_dlpack(
     tensor: Tensor,
     *,
@@ -77,10 +90,10 @@ def to_dlpack(
     Raises BufferError for a read-only tensor asked for a legacy capsule (it
     cannot carry the flag), for ``copy=False`` when a copy would be needed, for
     a ``dl_device`` bridge cannot reach, and for a view that reaches past its
-    storage; TypeError/ValueError for malformed arguments (a host tensor
-    takes stream None or -1 only).
+    storage; TypeError for anything but a bridge Tensor, TypeError/ValueError
+    for malformed arguments (a host tensor takes stream None or -1 only).
     """
-    t = tensor
+    t = _tensor_arg(tensor, "to_dlpack")
     t._check_bounds(BufferError)
     want = t.__dlpack_device__() if dl_device is None else _as_dl_device(dl_device)
     if stream is not None:  # the consumer's stream, on the device it asks for
@@ -111,7 +124,9 @@ def to_dlpack(
 def transfer(t: Tensor, dl_device: tuple[int, int]) -> Tensor:
     """A copy of ``t`` on ``dl_device`` (CPU or CUDA), made by the CUDA copy
     engine when device memory is involved (the view's byte span, its strides
-    kept); BufferError for devices bridge cannot copy between."""
+    kept); BufferError for devices bridge cannot copy between, TypeError for
+    anything but a bridge Tensor."""
+    t = _tensor_arg(t, "transfer")
     kind = dl_device[0]
     if not (t.is_cuda or kind == 2) or kind not in (1, 2, 3):
         raise BufferError(

@@ -49,13 +49,13 @@ def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0) -> 
     """A 1-d tensor over ``count`` elements of ``dtype`` in ``buffer``, starting
     ``offset`` bytes in (``torch.frombuffer``), sharing its memory.
 
-    Any buffer-protocol object works (bytes, bytearray, memoryview, mmap,
-    array.array, pyarrow.Buffer, ctypes arrays); the buffer stays alive while
-    the tensor does, and read-only buffers give read-only tensors. A strided
-    (non-contiguous) buffer gives a tensor with the buffer's own shape and
-    strides (``count`` and ``offset`` must then be left out, and ``dtype``
-    must have the buffer's item size). Raises TypeError for non-buffers and
-    ValueError for sizes, offsets and strides that do not fit.
+    Any C-contiguous buffer-protocol object works (bytes, bytearray,
+    memoryview, mmap, array.array, pyarrow.Buffer, ctypes arrays), whatever
+    its shape and format: the result is always 1-d over its bytes, as torch's.
+    The buffer stays alive while the tensor does, and read-only buffers give
+    read-only tensors. Raises TypeError for non-buffers and ValueError for a
+    buffer that is not C-contiguous (``bridge.asarray`` views those with their
+    shape and strides) and for sizes and offsets that do not fit.
     """
     dt = _dtypes.get_dtype(dtype)
     try:
@@ -66,14 +66,12 @@ def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0) -> 
         ) from None
     count, offset = operator.index(count), operator.index(offset)
     if not mv.c_contiguous:
-        if count != -1 or offset != 0:
-            raise ValueError("count and offset apply to contiguous buffers only")
-        if mv.itemsize != dt.itemsize:
-            raise ValueError(
-                f"a strided buffer of {mv.itemsize}-byte items cannot be viewed as {dt} "
-                f"({dt.itemsize} bytes)"
-            )
-        return wrap_host_array(np.asarray(mv), dt)
+        # torch.frombuffer refuses these too (it asks for a simple buffer); the
+        # bytes in memory order would not be the elements in index order.
+        raise ValueError(
+            f"frombuffer() needs a C-contiguous buffer, got one of shape {mv.shape} and byte "
+            f"strides {mv.strides}; bridge.asarray(buffer) views it with its shape and strides"
+        )
     total = mv.nbytes
     if not 0 <= offset <= total:
         raise ValueError(f"offset {offset} is outside a buffer of {total} bytes")
