@@ -352,16 +352,8 @@ static PyObject *py_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t 
   if (nargs == 1 && kwnames == NULL && is_pyarrow_primitive(Py_TYPE(args[0]))) {
     /* pyarrow refuses arrays with nulls (ArrowTypeError, a TypeError): the
      * general path then explains, or honours with_mask */
-    PyObject *callargs[2] = {args[0], bridge_max_version_value};
-    PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs,
-                                              1 | PY_VECTORCALL_ARGUMENTS_OFFSET, bridge_kw_max_version);
-    if (cap != NULL) {
-      PyObject *out = PyCapsule_CheckExact(cap)
-                          ? bridge_dlpack_import_capsule(cap)
-                          : PyErr_Format(PyExc_TypeError, "pyarrow's __dlpack__ returned no capsule");
-      Py_DECREF(cap);
-      return out;
-    }
+    PyObject *out = bridge_dlpack_ask(args[0]);
+    if (out != NULL) return out;
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
       return NULL;
     PyErr_Clear();

@@ -215,8 +215,6 @@ PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
 /* Python callables registered by the Python layer (bridge._C._register). */
 typedef enum {
   CB_DEVICE,          /* (dev_type, dev_id) -> bridge.device */
-  CB_DLPACK_EXPORT,   /* the keyword policy of __dlpack__ (bridge.interop.dlpack) */
-  CB_DLPACK_IMPORT,   /* from_dlpack's device=/copy= policy and bridge tensors */
   CB_ARROW_EXPORT,    /* N-d / requested-schema Arrow export (bridge.interop.arrow) */
   CB_ARROW_IMPORT,    /* from_arrow's general path */
   CB_NUMPY_SLOW,      /* from_numpy for what NumPy's DLPack export refuses */
@@ -224,8 +222,11 @@ typedef enum {
 } bridge_callback;
 PyObject *bridge_callback_get(bridge_callback which); /* borrowed; RuntimeError when unset */
 
+/* bridge.contiguous_format, registered by the Python layer (NULL before). */
+extern PyObject *bridge_contiguous_format;
+
 /* Interned strings and small constants made once at init. */
-extern PyObject *bridge_str_dlpack, *bridge_str_max_version, *bridge_kw_max_version,
+extern PyObject *bridge_str_dlpack, *bridge_str_max_version,
     *bridge_max_version_value;
 
 /* Module-init hooks of the protocol files: each adds its functions to `mod`. */
@@ -244,6 +245,8 @@ uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 b
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
+/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
+PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
 
 /* Methods the protocol files add to TensorBase (assembled in tensor.c). */
 extern PyMethodDef bridge_view_methods[], bridge_value_methods[], bridge_dlpack_methods[],
@@ -259,6 +262,21 @@ PyObject *bridge_dlpack_wrap(void *managed, int versioned); /* the capsule */
 extern PyCapsule_Destructor bridge_dlpack_capsule_destructor; /* for the test drivers */
 /* Import: consume a capsule into a tensor; NULL with an exception. */
 PyObject *bridge_dlpack_import_capsule(PyObject *capsule);
+/* A copy of t on DLPack device (type, id): the one rule for which devices
+ * bridge copies between (host <-> CUDA, by the copy engine); BufferError else. */
+PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id);
+/* A copy in new memory: the copy engine for CUDA, clone(contiguous_format) else. */
+PyObject *bridge_dlpack_copy(TensorObject *t);
+/* A device spec as DLPack's pair: a (type, id) tuple or a bridge.device, and
+ * with `names` also what bridge.device() takes ("cpu", "cuda:1"). TypeError
+ * (ValueError for a bad name) otherwise. */
+int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
+/* The array API's stream argument for memory on (dev_type, dev_id), checked:
+ * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
+int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out);
+/* Ask x for its DLPack export (__dlpack__(max_version=(1, 3)), the consumer's
+ * stream for CUDA, the legacy retry) and import it: the one request. */
+PyObject *bridge_dlpack_ask(PyObject *x);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_adopt(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];

@@ -241,22 +241,12 @@ static PyObject *py_cuda_pointer_device(PyObject *mod, PyObject *arg) {
   return PyLong_FromLong(dev);
 }
 
-/* cuda_transfer(tensor, dev_type, dev_id) -> a copy of the tensor on
+/* bridge_cuda_transfer(tensor, dev_type, dev_id) -> a copy of the tensor on
  * (dev_type, dev_id), CPU or CUDA, made by the copy engine: the bytes the
  * view reaches are copied as one span, so the copy keeps the view's strides.
  * The copy is ordered after the source's stream and complete on return for
  * the host; a device copy is ordered on the thread's consumer stream. */
-static PyObject *py_cuda_transfer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  int to_type, to_id;
-  if (nargs != 3 || tensor_arg(args[0]) == NULL) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "cuda_transfer(tensor, dev_type, dev_id)");
-    return NULL;
-  }
-  to_type = (int)PyLong_AsLong(args[1]);
-  to_id = (int)PyLong_AsLong(args[2]);
-  if (PyErr_Occurred()) return NULL;
-  TensorObject *t = (TensorObject *)args[0];
+PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id) {
   StorageObject *src = t->storage;
   int from_cuda = src->dev_type == kDLCUDA, to_cuda = to_type == kDLCUDA;
   if (!(from_cuda || bridge_host_accessible(src->dev_type)) || !(to_cuda || to_type == kDLCPU))
@@ -325,9 +315,6 @@ static PyMethodDef cuda_functions[] = {
      "cuda_current_stream()\n--\n\nThis thread's consumer stream (1, the legacy default, unless set)."},
     {"cuda_pointer_device", (PyCFunction)py_cuda_pointer_device, METH_O,
      "cuda_pointer_device(address, /)\n--\n\nThe CUDA device a pointer belongs to, -1 when unknown."},
-    {"cuda_transfer", (PyCFunction)(void (*)(void))py_cuda_transfer, METH_FASTCALL,
-     "cuda_transfer(tensor, dev_type, dev_id, /)\n--\n\nA copy on CPU or CUDA made by the copy "
-     "engine (the view's byte span, strides kept)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,9 @@
 /* DLPack export: the managed tensor bridge hands out (one allocation: the
  * struct, then shape, then strides), its deleter and the capsule destructor,
- * and Tensor.__dlpack__ / __dlpack_device__. The export is built from the
- * tensor's C struct; the keyword policy (streams, dl_device, copy) that the
- * plain call does not need is bridge.interop.dlpack's, which calls back into
- * bridge_dlpack_build through _C.dlpack_export. */
+ * and Tensor.__dlpack__ / __dlpack_device__ with every export keyword
+ * (stream, max_version, dl_device, copy) parsed and checked here, once. The
+ * rules they share with the import side (what a stream may be, which devices
+ * bridge copies between, device specs) live here too. */
 
 #include "core.h"
 
@@ -168,67 +168,197 @@ static int keyword_of(PyObject *name) {
   return -1;
 }
 
-/* max_version -> 1 versioned, 0 legacy, -1 malformed (the policy explains) */
+/* max_version -> 1 versioned (major >= 1), 0 legacy (None or major 0), -1
+ * with TypeError when malformed. */
 static int wants_versioned(PyObject *max_version) {
   if (max_version == Py_None) return 0;
-  if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) return -1;
-  PyObject *major = PyTuple_GET_ITEM(max_version, 0);
-  if (!PyLong_Check(major)) return -1;
-  long mj = PyLong_AsLong(major);
-  if (mj == -1 && PyErr_Occurred()) {
+  if ((PyTuple_Check(max_version) || PyList_Check(max_version)) && PySequence_Size(max_version) >= 1) {
+    PyObject *major = PySequence_GetItem(max_version, 0);
+    if (major != NULL && PyLong_Check(major) && !PyBool_Check(major)) {
+      int overflow;
+      long long mj = PyLong_AsLongLongAndOverflow(major, &overflow);
+      Py_DECREF(major);
+      return overflow > 0 || mj >= 1;
+    }
+    Py_XDECREF(major);
     PyErr_Clear();
-    return -1;
   }
-  return mj >= 1;
+  PyErr_Format(PyExc_TypeError, "max_version must be a (major, minor) tuple, got %R", max_version);
+  return -1;
 }
 
-/* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None).
- * The plain call is done here; any other keyword value goes to the registered
- * policy (bridge.interop.dlpack.to_dlpack), which checks it and calls
- * _C.dlpack_export. */
+/* A bridge.device for (type, id), for messages (new reference). */
+static PyObject *device_object(int type, int id) {
+  PyObject *factory = bridge_callback_get(CB_DEVICE);
+  return factory ? PyObject_CallFunction(factory, "ii", type, id) : NULL;
+}
+
+/* The array API's stream argument for memory on (dev_type, dev_id): None (0
+ * here), -1 (no synchronisation) or, on CUDA, 1, 2 or a stream handle. Host
+ * memory has no streams. A stream that is not an int is a TypeError; an int
+ * the device cannot take is a ValueError (BufferError is for data that cannot
+ * be exported). NumPy raises RuntimeError for any stream and torch
+ * AssertionError for a host int; the spec's types win. */
+int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out) {
+  *out = 0;
+  if (v == Py_None) return 0;
+  if (!PyLong_Check(v) || PyBool_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "stream must be an int or None, got %.200s", Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  int overflow;
+  long long s = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (s == -1 && PyErr_Occurred()) return -1;
+  if (bridge_host_accessible(dev_type) && dev_type != kDLCUDAManaged) {
+    if (s != -1 || overflow) {
+      PyObject *dev = device_object(dev_type, dev_id);
+      if (dev != NULL) {
+        PyErr_Format(PyExc_ValueError, "stream must be None or -1 for a %S tensor, got %R", dev, v);
+        Py_DECREF(dev);
+      }
+      return -1;
+    }
+  } else if (s == 0 && !overflow) {
+    PyErr_SetString(PyExc_ValueError, "stream 0 is ambiguous and forbidden by the DLPack spec; use 1 or 2");
+    return -1;
+  } else if (overflow || s < -1) {
+    PyErr_Format(PyExc_ValueError, "invalid stream %R", v);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id) {
+  static PyObject *device_class, *str_to_dlpack;
+  PyObject *pair = NULL;
+  if (PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 2) {
+    pair = Py_NewRef(spec);
+  } else {
+    if (str_to_dlpack == NULL && (str_to_dlpack = PyUnicode_InternFromString("to_dlpack")) == NULL)
+      return -1;
+    if (device_class == NULL) { /* the class of what the registered factory makes */
+      PyObject *cpu = device_object(kDLCPU, 0);
+      if (cpu == NULL) return -1;
+      device_class = Py_NewRef((PyObject *)Py_TYPE(cpu));
+      Py_DECREF(cpu);
+    }
+    if (PyObject_TypeCheck(spec, (PyTypeObject *)device_class)) {
+      pair = PyObject_CallMethodNoArgs(spec, str_to_dlpack);
+    } else if (names && (PyUnicode_Check(spec) || PyLong_Check(spec))) {
+      PyObject *dev = PyObject_CallOneArg(device_class, spec); /* ValueError for a bad name */
+      if (dev == NULL) return -1;
+      pair = PyObject_CallMethodNoArgs(dev, str_to_dlpack);
+      Py_DECREF(dev);
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) pair or a bridge.device, got %R",
+                   names ? "device" : "dl_device", spec);
+      return -1;
+    }
+    if (pair == NULL) return -1;
+  }
+  long t = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)), i = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+  Py_DECREF(pair);
+  if (PyErr_Occurred() || t < 0 || t > INT32_MAX || i < INT32_MIN || i > INT32_MAX) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) pair of ints, got %R",
+                 names ? "device" : "dl_device", spec);
+    return -1;
+  }
+  *type = (int)t;
+  *id = (int)i;
+  return 0;
+}
+
+PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id) {
+  int from_cuda = t->storage->dev_type == kDLCUDA;
+  if (!(from_cuda || type == kDLCUDA) || !(type == kDLCPU || type == kDLCUDA || type == kDLCUDAHost)) {
+    PyObject *dev = bridge_storage_device(t->storage);
+    if (dev != NULL) {
+      PyErr_Format(PyExc_BufferError,
+                   "cannot copy a %S tensor to DLPack device (%d, %d): bridge copies within host "
+                   "memory and between host and CUDA memory",
+                   dev, type, id);
+      Py_DECREF(dev);
+    }
+    return NULL;
+  }
+  if (type == kDLCUDAHost) { /* CUDA host memory is host memory to the copy */
+    type = kDLCPU;
+    id = 0;
+  }
+  return bridge_cuda_transfer(t, type, id);
+}
+
+PyObject *bridge_dlpack_copy(TensorObject *t) {
+  static PyObject *str_clone;
+  if (t->storage->dev_type == kDLCUDA) return bridge_dlpack_transfer(t, kDLCUDA, t->storage->dev_id);
+  if (str_clone == NULL && (str_clone = PyUnicode_InternFromString("clone")) == NULL) return NULL;
+  if (bridge_contiguous_format == NULL)
+    return PyErr_Format(PyExc_RuntimeError, "bridge.contiguous_format is not registered (import bridge)");
+  PyObject *callargs[2] = {(PyObject *)t, bridge_contiguous_format};
+  return PyObject_VectorcallMethod(str_clone, callargs, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None):
+ * every keyword is parsed and checked here, once. A copy is made only when
+ * dl_device names another device or copy=True (IS_COPIED is then set); a
+ * CUDA consumer's stream waits for the memory's work unless it is -1. */
 static PyObject *tensor_dlpack(TensorObject *t, PyObject *const *args, Py_ssize_t nargsf,
                                PyObject *kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs != 0)
     return PyErr_Format(PyExc_TypeError, "__dlpack__() takes only keyword arguments (%zd given)", nargs);
-  PyObject *max_version = Py_None;
-  int plain = 1;
-  int cuda = t->storage->dev_type == kDLCUDA;
-  long long consumer = 1; /* stream None: the legacy default stream */
+  PyObject *v[KW_COUNT] = {Py_None, Py_None, Py_None, Py_None};
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
-    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[i];
-    int which = keyword_of(name);
+    int which = keyword_of(PyTuple_GET_ITEM(kwnames, i));
     if (which < 0) return NULL;
-    if (which == KW_MAX_VERSION)
-      max_version = v;
-    else if (which == KW_COPY)
-      plain &= v == Py_None || v == Py_False;
-    else if (which == KW_STREAM && cuda && PyLong_CheckExact(v)) {
-      /* a CUDA consumer's stream: -1 (no sync) or a handle; 0 and the rest
-       * go to the policy, which explains them */
-      int overflow;
-      consumer = PyLong_AsLongLongAndOverflow(v, &overflow);
-      if (overflow || consumer == 0 || consumer < -1) {
-        PyErr_Clear();
-        plain = 0;
+    v[which] = args[i];
+  }
+  int versioned = wants_versioned(v[KW_MAX_VERSION]);
+  if (versioned < 0) return NULL;
+  PyObject *copy = v[KW_COPY];
+  if (copy != Py_None && !PyBool_Check(copy))
+    return PyErr_Format(PyExc_TypeError, "copy must be True, False or None, got %R", copy);
+  int own_type = t->storage->dev_type, own_id = t->storage->dev_id, type = own_type, id = own_id;
+  if (v[KW_DL_DEVICE] != Py_None && bridge_dl_device_of(v[KW_DL_DEVICE], 0, &type, &id) < 0) return NULL;
+  long long stream;
+  if (bridge_dlpack_stream_arg(v[KW_STREAM], type, id, &stream) < 0) return NULL;
+  int copying = type != own_type || id != own_id || copy == Py_True;
+  if (copying && bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL; /* else: build */
+  PyObject *src = Py_NewRef((PyObject *)t);
+  uint64_t flags = 0;
+  if (type != own_type || id != own_id) {
+    if (copy == Py_False) {
+      PyObject *dev = bridge_storage_device(t->storage);
+      if (dev != NULL) {
+        PyErr_Format(PyExc_BufferError,
+                     "exporting a %S tensor to DLPack device (%d, %d) needs a copy, and copy=False "
+                     "forbids it",
+                     dev, type, id);
+        Py_DECREF(dev);
       }
-    } else
-      plain &= v == Py_None; /* stream, dl_device */
-  }
-  int versioned = wants_versioned(max_version);
-  if (plain && versioned >= 0) {
-    if (cuda && consumer != -1 &&
-        bridge_cuda_order(t->storage->dev_id, t->storage->stream, (uintptr_t)consumer) < 0)
+      Py_DECREF(src);
       return NULL;
-    return bridge_dlpack_wrap(bridge_dlpack_build(t, 0, versioned), versioned);
+    }
+    Py_SETREF(src, bridge_dlpack_transfer(t, type, id));
+    flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  } else if (copy == Py_True) {
+    Py_SETREF(src, bridge_dlpack_copy(t));
+    flags = DLPACK_FLAG_BITMASK_IS_COPIED;
   }
-  PyObject *policy = bridge_callback_get(CB_DLPACK_EXPORT);
-  if (policy == NULL) return NULL;
-  PyObject *stack[5];
-  stack[0] = (PyObject *)t;
-  for (Py_ssize_t i = 0; i < nkw; i++) stack[1 + i] = args[i];
-  return PyObject_Vectorcall(policy, stack, 1, kwnames);
+  if (src == NULL) return NULL;
+  StorageObject *st = ((TensorObject *)src)->storage;
+  /* The consumer's stream waits for the memory's (None: the legacy default stream). */
+  if (st->dev_type == kDLCUDA && stream != -1 &&
+      bridge_cuda_order(st->dev_id, st->stream, (uintptr_t)(stream ? stream : 1)) < 0) {
+    Py_DECREF(src);
+    return NULL;
+  }
+  PyObject *out = bridge_dlpack_wrap(bridge_dlpack_build((TensorObject *)src, flags, versioned), versioned);
+  Py_DECREF(src);
+  return out;
 }
 
 static PyObject *tensor_dlpack_device(TensorObject *t, PyObject *unused) {
@@ -236,33 +366,34 @@ static PyObject *tensor_dlpack_device(TensorObject *t, PyObject *unused) {
   return Py_BuildValue("(ii)", t->storage->dev_type, t->storage->dev_id);
 }
 
-/* _C.dlpack_export(tensor, flags, versioned): the capsule for the policy. */
-static PyObject *py_dlpack_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+/* _C.transfer(tensor, dl_device): a copy on that DLPack device. */
+static PyObject *py_transfer(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
-  if (nargs != 3 || !Tensor_Check(args[0]))
-    return PyErr_Format(PyExc_TypeError, "dlpack_export(tensor, flags, versioned)");
-  unsigned long long flags = PyLong_AsUnsignedLongLong(args[1]);
-  int versioned = PyObject_IsTrue(args[2]);
-  if (PyErr_Occurred() || versioned < 0) return NULL;
-  return bridge_dlpack_wrap(bridge_dlpack_build((TensorObject *)args[0], flags, versioned), versioned);
+  int type, id;
+  if (nargs != 2 || !Tensor_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "transfer(tensor, dl_device)");
+  if (bridge_dl_device_of(args[1], 0, &type, &id) < 0) return NULL;
+  return bridge_dlpack_transfer((TensorObject *)args[0], type, id);
 }
 
 PyMethodDef bridge_dlpack_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "DLPack export (array API __dlpack__): a legacy 'dltensor' capsule when max_version is None "
-     "or its major is 0, else a 'dltensor_versioned' (v1.3) one. Zero-copy unless copy=True. "
-     "Errors: see bridge.interop.dlpack.to_dlpack."},
+     "or its major is 0, else a 'dltensor_versioned' (v1.3) one. Zero-copy unless copy=True or "
+     "dl_device names another device (IS_COPIED is then set). Errors: BufferError for a read-only "
+     "tensor asked for a legacy capsule, copy=False when a copy is needed, a device bridge cannot "
+     "reach, a view past its storage; TypeError/ValueError for malformed keywords (a host tensor "
+     "takes stream None or -1 only; stream 0 is forbidden)."},
     {"__dlpack_device__", (PyCFunction)tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\n(DLDeviceType, device_id) of the tensor's memory."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef export_functions[] = {
-    {"dlpack_export", (PyCFunction)(void (*)(void))py_dlpack_export, METH_FASTCALL,
-     "dlpack_export(tensor, flags, versioned, /)\n--\n\nA DLPack capsule over the tensor as it is, "
-     "with extra flags (IS_COPIED); BufferError for a view past its storage and for a read-only "
-     "tensor asked for a legacy capsule."},
+    {"transfer", (PyCFunction)(void (*)(void))py_transfer, METH_FASTCALL,
+     "transfer(tensor, dl_device, /)\n--\n\nA copy on a DLPack device (CPU <-> CUDA by the copy "
+     "engine, strides kept); BufferError for devices bridge cannot copy between."},
     {NULL, NULL, 0, NULL},
 };
 

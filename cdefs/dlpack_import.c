@@ -2,7 +2,9 @@
  * exchange API), validate it with overflow-checked arithmetic, and build the
  * storage and tensor in C. The storage owns the managed tensor and calls the
  * producer's deleter exactly once, when it dies. bridge.from_dlpack is here
- * too; its device=/copy= policy is bridge.interop.dlpack's. */
+ * with its device=/copy= policy, and ask_producer is the one place any
+ * import (from_dlpack, from_numpy, from_arrow, asarray) asks an object for
+ * its DLPack export. */
 
 #include "core.h"
 
@@ -162,9 +164,6 @@ PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
   StorageObject *storage = bridge_storage_new_import((char *)p.start, p.nbytes, p.dev_type, p.dev_id,
                                                      managed, versioned, p.readonly);
   if (storage == NULL) return NULL;
-  /* The producer ordered its work before the consumer's stream (it was passed
-   * to __dlpack__, or the exchange-API import waited for the producer). */
-  if (p.dev_type == kDLCUDA) storage->stream = bridge_cuda_current_stream();
   PyObject *out = bridge_tensor_new(storage, p.dtype, p.ndim, p.shape, p.strides, p.offset, GEOM_IMPORT);
   Py_DECREF(storage); /* on failure this releases the import */
   return out;
@@ -365,7 +364,11 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
       return NULL;
     }
     BUMP(STAT_API_IMPORTS);
-    return bridge_dlpack_adopt(m, 1);
+    PyObject *out = bridge_dlpack_adopt(m, 1);
+    /* the consumer's stream now waits for the producer's work */
+    if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
+      ((TensorObject *)out)->storage->stream = bridge_cuda_current_stream();
+    return out;
   }
   PyObject *exc = bridge_fetch_error();
   PyObject *method = PyObject_GetAttr(x, bridge_str_dlpack);
@@ -383,12 +386,13 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
   return NULL;
 }
 
-static PyObject *kw_max_version_stream; /* ("max_version", "stream") */
-static PyObject *str_dlpack_device;
+static PyObject *str_dlpack_device, *str_dl_device, *str_copy, *str_stream;
 
 /* 1 when x.__dlpack_device__() names CUDA, 0 otherwise (or when x has none:
- * __dlpack__ then says what is wrong), -1 on error. */
+ * __dlpack__ then says what is wrong), -1 on error. NumPy arrays are always
+ * on the host: they are not asked. */
 static int producer_on_cuda(PyObject *x) {
+  if (strcmp(Py_TYPE(x)->tp_name, "numpy.ndarray") == 0) return 0;
   PyObject *d = PyObject_CallMethodNoArgs(x, str_dlpack_device);
   if (d == NULL) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
@@ -405,22 +409,46 @@ static int producer_on_cuda(PyObject *x) {
   return cuda;
 }
 
-/* __dlpack__(max_version=(1, 3)), retried without keywords on TypeError
- * (producers older than the 2023 signature). */
-static PyObject *ask_dlpack(PyObject *x) {
-  /* A CUDA producer is passed the consumer's stream (the spec's rule: ask
-   * __dlpack_device__ first); NumPy arrays are always on the host. */
-  int cuda = 0;
-  if (strcmp(Py_TYPE(x)->tp_name, "numpy.ndarray") != 0) {
-    cuda = producer_on_cuda(x);
-    if (cuda < 0) return NULL;
+/* The one request to a producer: x.__dlpack__(max_version=(1, 3)) with
+ * dl_device= and copy= when given (NULL: not asked), and stream= (the
+ * thread's consumer stream) when the memory is or goes to CUDA (the spec's
+ * rule: ask __dlpack_device__ first). Retried with no keywords on TypeError
+ * (producers older than the 2023 signature): *keywords_taken is then 0 and
+ * *stream_passed 0. Returns the capsule. */
+static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, int to_cuda,
+                              int *keywords_taken, uintptr_t *stream_passed) {
+  int cuda = to_cuda ? 1 : producer_on_cuda(x);
+  if (cuda < 0) return NULL;
+  PyObject *stack[5] = {x, bridge_max_version_value};
+  PyObject *names[4] = {bridge_str_max_version};
+  Py_ssize_t n = 1;
+  if (dl_device != NULL) {
+    stack[1 + n] = dl_device;
+    names[n++] = str_dl_device;
   }
-  PyObject *stream = cuda ? PyLong_FromUnsignedLongLong(bridge_cuda_current_stream()) : NULL;
-  if (cuda && stream == NULL) return NULL;
-  PyObject *callargs[3] = {x, bridge_max_version_value, stream};
-  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                            cuda ? kw_max_version_stream : bridge_kw_max_version);
+  if (copy != NULL) {
+    stack[1 + n] = copy;
+    names[n++] = str_copy;
+  }
+  PyObject *stream = NULL;
+  uintptr_t consumer = cuda ? bridge_cuda_current_stream() : 0;
+  if (cuda) {
+    if ((stream = PyLong_FromUnsignedLongLong(consumer)) == NULL) return NULL;
+    stack[1 + n] = stream;
+    names[n++] = str_stream;
+  }
+  PyObject *kwnames = PyTuple_New(n);
+  if (kwnames == NULL) {
+    Py_XDECREF(stream);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(kwnames, i, Py_NewRef(names[i]));
+  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            kwnames);
+  Py_DECREF(kwnames);
   Py_XDECREF(stream);
+  *keywords_taken = 1;
+  *stream_passed = consumer;
   if (cap == NULL) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, bridge_str_dlpack)) {
       PyErr_Clear();
@@ -429,6 +457,8 @@ static PyObject *ask_dlpack(PyObject *x) {
     }
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
     PyErr_Clear();
+    *keywords_taken = 0;
+    *stream_passed = 0;
     cap = PyObject_CallMethodNoArgs(x, bridge_str_dlpack);
     if (cap == NULL) return NULL;
   }
@@ -438,61 +468,169 @@ static PyObject *ask_dlpack(PyObject *x) {
     Py_DECREF(cap);
     return NULL;
   }
-  PyObject *out = bridge_dlpack_import_capsule(cap);
+  return cap;
+}
+
+/* The flags of an unconsumed capsule (0 for a legacy one, which has none). */
+static uint64_t capsule_flags(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, NAME_VERSIONED)) return 0;
+  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, NAME_VERSIONED);
+  return m ? m->flags : 0;
+}
+
+/* Import the capsule a producer gave: the storage's CUDA work is ordered on
+ * the stream the producer was passed (0 when none was: nothing to wait for
+ * that bridge knows of). */
+static PyObject *import_asked(PyObject *capsule, uintptr_t stream) {
+  PyObject *out = bridge_dlpack_import_capsule(capsule);
+  if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
+    ((TensorObject *)out)->storage->stream = stream;
+  return out;
+}
+
+PyObject *bridge_dlpack_ask(PyObject *x) {
+  int taken;
+  uintptr_t stream;
+  PyObject *cap = ask_producer(x, NULL, NULL, 0, &taken, &stream);
+  if (cap == NULL) return NULL;
+  PyObject *out = import_asked(cap, stream);
   Py_DECREF(cap);
   return out;
 }
 
-/* bridge.from_dlpack(x, /, *, device=None, copy=None) */
+/* from_dlpack of a bridge tensor: a new view of it, or a copy when copy=True
+ * or another device is asked for. */
+static PyObject *from_bridge_tensor(TensorObject *t, int have_dev, int type, int id, PyObject *device,
+                                    PyObject *copy) {
+  if (have_dev && (type != t->storage->dev_type || id != t->storage->dev_id)) {
+    if (copy == Py_False) {
+      PyObject *dev = bridge_storage_device(t->storage);
+      if (dev != NULL) {
+        PyErr_Format(PyExc_ValueError, "from_dlpack(copy=False): moving a %S tensor to %R needs a copy",
+                     dev, device);
+        Py_DECREF(dev);
+      }
+      return NULL;
+    }
+    return bridge_dlpack_transfer(t, type, id);
+  }
+  if (copy == Py_True) return bridge_dlpack_copy(t);
+  return bridge_tensor_new(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset, GEOM_DERIVED);
+}
+
+/* bridge.from_dlpack(x, /, *, device=None, copy=None): every import of a
+ * DLPack producer, with or without keywords, asks it here (ask_producer). */
 static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf,
                                 PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  int plain = nargs == 1;
+  PyObject *device = Py_None, *copy = Py_None;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; plain && i < nkw; i++) plain = args[nargs + i] == Py_None;
-  PyObject *x = nargs >= 1 ? args[0] : NULL;
-  if (!plain || Tensor_Check(x)) {
-    PyObject *slow = bridge_callback_get(CB_DLPACK_IMPORT);
-    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  if (nargs != 1)
+    return PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly one positional argument (%zd given)",
+                        nargs);
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_CompareWithASCIIString(name, "device") == 0)
+      device = args[nargs + i];
+    else if (PyUnicode_CompareWithASCIIString(name, "copy") == 0)
+      copy = args[nargs + i];
+    else
+      return PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument %R", name);
   }
+  if (copy != Py_None && !PyBool_Check(copy))
+    return PyErr_Format(PyExc_TypeError, "copy must be True, False or None, got %R", copy);
+  PyObject *x = args[0];
+  int have_dev = device != Py_None, type = 0, id = 0;
+  if (have_dev && bridge_dl_device_of(device, 1, &type, &id) < 0) return NULL;
+  if (Tensor_Check(x)) return from_bridge_tensor((TensorObject *)x, have_dev, type, id, device, copy);
   PyTypeObject *tp = Py_TYPE(x);
-  if (tp == &PyCapsule_Type) return bridge_dlpack_import_capsule(x);
-  PyObject *api = exchange_api_of(tp);
-  if (api == NULL) return NULL;
-  if (api != Py_None) {
-    PyObject *out = import_exchange(api, tp, x);
-    if (out != NULL || PyErr_Occurred()) return out;
+  if (tp == &PyCapsule_Type) {
+    if (have_dev)
+      return PyErr_Format(PyExc_ValueError, "device= cannot be honoured for a bare capsule; pass the array");
+    PyObject *out = bridge_dlpack_import_capsule(x);
+    if (out != NULL && copy == Py_True) Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
+    return out;
   }
-  return ask_dlpack(x);
+  PyObject *api = exchange_api_of(tp); /* (registers torch's types too) */
+  if (api == NULL) return NULL;
+  if (!have_dev && copy == Py_None) {
+    if (api != Py_None) {
+      PyObject *out = import_exchange(api, tp, x);
+      if (out != NULL || PyErr_Occurred()) return out;
+    }
+  } else if (refuse_torch_export(tp, x) < 0) {
+    return NULL;
+  }
+  int taken;
+  uintptr_t stream;
+  PyObject *dl_device = have_dev ? Py_BuildValue("(ii)", type, id) : NULL;
+  if (have_dev && dl_device == NULL) return NULL;
+  PyObject *cap = ask_producer(x, dl_device, copy == Py_None ? NULL : copy, have_dev && type == kDLCUDA,
+                               &taken, &stream);
+  if (cap == NULL) {
+    PyObject *out = NULL;
+    if (PyErr_ExceptionMatches(PyExc_BufferError) && copy == Py_False) {
+      /* A refusal of copy=False or of the export itself? Ask without it: only
+       * when that works was a copy the problem (ValueError, as the array API
+       * says); otherwise the producer's BufferError stands. */
+      PyObject *refusal = bridge_fetch_error();
+      PyObject *again = ask_producer(x, dl_device, NULL, have_dev && type == kDLCUDA, &taken, &stream);
+      if (again != NULL) {
+        Py_DECREF(again);
+        PyErr_Format(PyExc_ValueError, "from_dlpack(copy=False): the producer needs a copy: %S", refusal);
+        PyObject *err = bridge_fetch_error();
+        PyException_SetCause(err, Py_NewRef(refusal));
+        PyException_SetContext(err, refusal);
+        bridge_restore_error(err);
+      } else {
+        Py_DECREF(refusal);
+      }
+    } else if (have_dev && PyErr_ExceptionMatches(PyExc_BufferError)) {
+      int cuda = type == kDLCUDA ? 1 : producer_on_cuda(x);
+      if (cuda == 1) { /* the producer cannot reach the device: bridge copies (the copy engine) */
+        PyErr_Clear();
+        PyObject *plain = ask_producer(x, NULL, NULL, 0, &taken, &stream);
+        PyObject *here = plain ? import_asked(plain, stream) : NULL;
+        Py_XDECREF(plain);
+        if (here != NULL) {
+          out = bridge_dlpack_transfer((TensorObject *)here, type, id);
+          Py_DECREF(here);
+        }
+      }
+    }
+    Py_XDECREF(dl_device);
+    return out;
+  }
+  Py_XDECREF(dl_device);
+  uint64_t flags = capsule_flags(cap);
+  PyObject *out = import_asked(cap, stream);
+  Py_DECREF(cap);
+  if (out == NULL) return NULL;
+  StorageObject *st = ((TensorObject *)out)->storage;
+  if (have_dev && (st->dev_type != type || st->dev_id != id)) {
+    PyObject *dev = bridge_storage_device(st);
+    if (dev != NULL) {
+      PyErr_Format(PyExc_BufferError, "the producer gave a %S tensor, not the requested device %R", dev,
+                   device);
+      Py_DECREF(dev);
+    }
+    Py_DECREF(out);
+    return NULL;
+  }
+  /* The producer did not say it copied (a legacy capsule cannot; some
+   * producers accept copy= and ignore it): copying is ours to do. */
+  if (copy == Py_True && !(taken && (flags & DLPACK_FLAG_BITMASK_IS_COPIED)))
+    Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
+  return out;
 }
 
-/* dlpack_import(capsule) -> Tensor: the Python policy's import of a capsule
- * it asked for. check_torch_export(x): the torch refusal for that path. */
+/* dlpack_import(capsule) -> Tensor: consume a capsule. */
 static PyObject *py_dlpack_import(PyObject *mod, PyObject *capsule) {
   (void)mod;
   if (!PyCapsule_CheckExact(capsule))
     return PyErr_Format(PyExc_TypeError, "expected a DLPack PyCapsule, got %.200s", Py_TYPE(capsule)->tp_name);
   return bridge_dlpack_import_capsule(capsule);
-}
-
-/* dlpack_flags(capsule): the flags of an unconsumed versioned capsule (0 for
- * a legacy one, which has none), read before the capsule is imported. */
-static PyObject *py_dlpack_flags(PyObject *mod, PyObject *capsule) {
-  (void)mod;
-  if (PyCapsule_IsValid(capsule, NAME_VERSIONED)) {
-    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, NAME_VERSIONED);
-    return m ? PyLong_FromUnsignedLongLong(m->flags) : NULL;
-  }
-  if (PyCapsule_IsValid(capsule, NAME_LEGACY)) return PyLong_FromLong(0);
-  return PyErr_Format(PyExc_ValueError, "not an unconsumed DLPack capsule");
-}
-
-static PyObject *py_check_torch_export(PyObject *mod, PyObject *x) {
-  (void)mod;
-  if (exchange_api_of(Py_TYPE(x)) == NULL) return NULL; /* registers torch's types */
-  if (refuse_torch_export(Py_TYPE(x), x) < 0) return NULL;
-  Py_RETURN_NONE;
 }
 
 static PyMethodDef import_functions[] = {
@@ -516,10 +654,6 @@ static PyMethodDef import_functions[] = {
      "capsules with a wrong name; TypeError for objects without DLPack support."},
     {"dlpack_import", (PyCFunction)py_dlpack_import, METH_O,
      "dlpack_import(capsule, /)\n--\n\nConsume a DLPack capsule into a tensor."},
-    {"dlpack_flags", (PyCFunction)py_dlpack_flags, METH_O,
-     "dlpack_flags(capsule, /)\n--\n\nThe flags of an unconsumed DLPack capsule (0 for a legacy one)."},
-    {"check_torch_export", (PyCFunction)py_check_torch_export, METH_O,
-     "check_torch_export(x, /)\n--\n\nBufferError when x is a torch tensor torch would not export."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -530,7 +664,9 @@ int bridge_dlpack_import_init(PyObject *mod) {
       !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
       !(str_requires_grad = PyUnicode_InternFromString("requires_grad")) ||
       !(str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__")) ||
-      !(kw_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream")))
+      !(str_dl_device = PyUnicode_InternFromString("dl_device")) ||
+      !(str_copy = PyUnicode_InternFromString("copy")) ||
+      !(str_stream = PyUnicode_InternFromString("stream")))
     return -1;
   return PyModule_AddFunctions(mod, import_functions);
 }

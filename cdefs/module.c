@@ -7,9 +7,9 @@
 
 #include "core.h"
 
-PyObject *bridge_str_dlpack, *bridge_str_max_version, *bridge_kw_max_version,
+PyObject *bridge_str_dlpack, *bridge_str_max_version,
     *bridge_max_version_value;
-extern PyObject *bridge_ndarray_type, *bridge_contiguous_format;
+extern PyObject *bridge_ndarray_type;
 int bridge_tensor_prepare_type(void);
 int bridge_tensor_init(PyObject *mod);
 
@@ -17,7 +17,7 @@ int bridge_tensor_init(PyObject *mod);
 
 static PyObject *callbacks[CB_COUNT];
 static const char *callback_names[CB_COUNT] = {
-    "device", "dlpack_export", "dlpack_import", "arrow_export", "arrow_import", "numpy_slow",
+    "device", "arrow_export", "arrow_import", "numpy_slow",
 };
 
 PyObject *bridge_callback_get(bridge_callback which) {
@@ -112,7 +112,6 @@ static struct PyModuleDef drivers_module = {
 static int init_modules(void) {
   if (!(bridge_str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
       !(bridge_str_max_version = PyUnicode_InternFromString("max_version")) ||
-      !(bridge_kw_max_version = PyTuple_Pack(1, bridge_str_max_version)) ||
       !(bridge_max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
     return -1;
   if (bridge_tensor_prepare_type() < 0 || PyType_Ready(&BridgeDType_Type) < 0 ||

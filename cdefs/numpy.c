@@ -233,10 +233,8 @@ static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
     PyObject *slow = bridge_callback_get(CB_NUMPY_SLOW);
     return slow ? PyObject_CallOneArg(slow, x) : NULL;
   }
-  PyObject *callargs[2] = {x, bridge_max_version_value};
-  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, callargs,
-                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, bridge_kw_max_version);
-  if (cap == NULL) {
+  PyObject *out = bridge_dlpack_ask(x);
+  if (out == NULL) {
     /* ml_dtypes types, byte-swapped or odd-strided arrays: the slow path
      * imports them or explains the refusal */
     if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_TypeError))
@@ -245,10 +243,6 @@ static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
     PyObject *slow = bridge_callback_get(CB_NUMPY_SLOW);
     return slow ? PyObject_CallOneArg(slow, x) : NULL;
   }
-  PyObject *out = PyCapsule_CheckExact(cap)
-                      ? bridge_dlpack_import_capsule(cap)
-                      : PyErr_Format(PyExc_TypeError, "ndarray.__dlpack__ gave no capsule");
-  Py_DECREF(cap);
   return out;
 }
 

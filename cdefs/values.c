@@ -231,14 +231,21 @@ static int non_overlapping_and_dense(const TensorObject *t) {
   return 1;
 }
 
-/* clone(memory_format=preserve_format): dense host tensors are one memcpy
+/* clone(memory_format=None): dense host tensors are one memcpy
  * into fresh memory with the same strides; everything else is the Python
  * class's (_clone_slow: NumPy as the kernel, CuPy on CUDA). */
 static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (nargs + nkw != 0 || !bridge_host_accessible(t->storage->dev_type) ||
-      !non_overlapping_and_dense(t)) {
+  /* memory_format: None (preserve: a dense layout is kept as it is) or
+   * contiguous_format (a C-contiguous tensor is already in it): one memcpy */
+  PyObject *format = nargs + nkw == 1 ? args[0] : Py_None;
+  int fast = nargs + nkw == 0 ||
+             (nargs + nkw == 1 && (nkw == 0 || PyUnicode_CompareWithASCIIString(
+                                                     PyTuple_GET_ITEM(kwnames, 0), "memory_format") == 0) &&
+              (format == Py_None || (format == bridge_contiguous_format && format != NULL &&
+                                     bridge_is_contiguous(t->ndim, t->shape, t->strides))));
+  if (!fast || !bridge_host_accessible(t->storage->dev_type) || !non_overlapping_and_dense(t)) {
     PyObject *fn = PyObject_GetAttrString((PyObject *)t, "_clone_slow");
     if (fn == NULL) return NULL;
     PyObject *r = PyObject_Vectorcall(fn, args, nargs, kwnames);

@@ -552,7 +552,55 @@ def test_cuda_imports_record_the_stream_their_work_is_ordered_on():
     assert t.untyped_storage()._stream == 99 and t.__cuda_array_interface__["stream"] == 99
     with bridge.cuda_stream(4242):
         back = bridge.from_dlpack(t.__dlpack__(max_version=(1, 3), stream=-1))
-    assert back.untyped_storage()._stream == 4242
+    # A bare capsule says nothing of streams, and none was passed for it: nothing
+    # bridge knows of to wait for (it once claimed the consumer's stream).
+    assert back.untyped_storage()._stream == 0
+
+
+class FakeCudaProducer:
+    """A CUDA producer that records what each import asked it for."""
+
+    def __init__(self, t):
+        self.t, self.asked = t, []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, **kwargs):
+        self.asked.append(kwargs)
+        return self.t.__dlpack__(max_version=(1, 3), stream=-1)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        lambda p: bridge.from_dlpack(p),
+        lambda p: bridge.from_dlpack(p, copy=False),
+        lambda p: bridge.from_dlpack(p, copy=None, device=None),
+        lambda p: bridge.from_dlpack(p, device=(2, 0)),
+        lambda p: bridge.from_dlpack(p, device="cuda:0"),
+        lambda p: bridge.asarray(p),
+    ],
+    ids=["plain", "copy-false", "none-keywords", "device-pair", "device-name", "asarray"],
+)
+def test_every_import_path_passes_the_consumer_stream(path):
+    p = FakeCudaProducer(bridge.from_cuda_array_interface(FakeCuda(stream=1), device_id=0))
+    with bridge.cuda_stream(4242):
+        out = path(p)
+    assert [kw["stream"] for kw in p.asked] == [4242]
+    assert p.asked[0]["max_version"] == (1, 3)
+    assert out.untyped_storage()._stream == 4242  # ordered on the stream the producer was passed
+    assert out.data_ptr() == 0xDEAD0000
+
+
+def test_a_copying_import_passes_the_consumer_stream_too():
+    p = FakeCudaProducer(bridge.from_cuda_array_interface(FakeCuda(stream=1), device_id=0))
+    with bridge.cuda_stream(77):
+        try:
+            bridge.from_dlpack(p, copy=True)  # the copy itself needs the CUDA driver
+        except BufferError:
+            assert not _has_cuda_driver()
+    assert p.asked and all(kw["stream"] == 77 and kw["copy"] is True for kw in p.asked)
 
 
 def test_cuda_export_orders_streams_only_when_they_differ():
