@@ -86,7 +86,7 @@ def test_numpy_non_native_byte_order_is_refused_and_the_rest_not_applicable():
     report = check(lambda: np.arange(3, dtype=np.dtype(np.float64).newbyteorder()))
     assert report
     st = statuses(report)
-    assert st["dtype-native-known"] == PASSED and "byte order" in report["dtype-native-known"].detail
+    assert st["dtype"] == PASSED and "byte order" in report["dtype"].detail
     assert st["copy-true"] == st["deleter-consumed"] == NOT_APPLICABLE
 
 
@@ -577,3 +577,124 @@ def test_cli_cannot_load():
     assert proc.returncode == 2 and "cannot check" in proc.stderr
     proc = run_cli("builtins:[1, 2]")
     assert proc.returncode == 2 and "TypeError" in proc.stderr
+
+
+# ------------------------------------- each wrong field under its own rule
+
+
+class Lying(np.ndarray):
+    """A NumPy array (its shape, strides and dtype are what it says about
+    itself) whose __dlpack__ exports its memory with one field changed."""
+
+    def __dlpack__(self, **kwargs):
+        return self.lie(np.asarray(self)).__dlpack__(**kwargs)
+
+
+class LyingStrides(Lying):
+    def lie(self, a):  # (3, 3): the transposed strides span the same bytes
+        return np.lib.stride_tricks.as_strided(a, strides=a.strides[::-1])
+
+
+class LyingShape(Lying):
+    def lie(self, a):
+        return a.reshape(a.shape[::-1])
+
+
+class LyingDtype(Lying):
+    def lie(self, a):
+        return a.view(np.int64)
+
+
+class StridesWithoutSelf(Wrapper):
+    """Says only its values (tolist): its capsule claims C order over memory
+    in F order."""
+
+    def __init__(self):
+        super().__init__(np.arange(6.0).reshape(2, 3, order="F"))
+
+    def __dlpack__(self, **kwargs):
+        return np.lib.stride_tricks.as_strided(self.a, strides=(24, 8)).__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "rule", "evidence"),
+    [
+        (lambda: np.arange(9.0).reshape(3, 3).view(LyingStrides), "strides",
+         "the capsule's strides (1, 3) are not the object's (3, 1)"),
+        (StridesWithoutSelf, "strides", "read with strides (1, 2) the memory holds tolist()'s values"),
+        (lambda: np.arange(6.0).reshape(2, 3).view(LyingShape), "shape",
+         "the capsule's shape (3, 2) is not the object's (2, 3)"),
+        (lambda: np.arange(6.0).view(LyingDtype), "dtype",
+         "the capsule's (code=0, bits=64) is not the object's dtype float64"),
+    ],
+    ids=["strides", "strides-from-values", "shape", "dtype"],
+)  # fmt: skip
+def test_a_wrong_field_fails_its_own_rule_and_no_other(make, rule, evidence):
+    report = check(make)
+    assert [e.name for e in report.failed] == [rule], str(report)
+    assert report[rule].rule == rule and evidence in report[rule].detail
+    # The values differ because of that field: not a failure of their own.
+    assert report["values"].status == NOT_APPLICABLE and f"see {rule}" in report["values"].detail
+    assert "byte order" not in str(report)
+
+
+def test_every_result_cites_a_rule_of_the_one_table():
+    from bridge.kit.conformance_consumer import _CASES
+    from bridge.kit.conformance_subject import registrar
+    from bridge.kit.rules import RULES
+
+    report = check(lambda: np.arange(3.0), consumer=consumers_in_process, isolate=False)
+    assert {e.name for e in report.entries} == set(conformance.CHECK_NAMES)
+    for e in report.entries:
+        assert e.rule in RULES, e
+        d = e.to_dict()
+        assert d["rule"] == e.rule and d["spec"] == RULES[e.rule].cite() and d["url"] == RULES[e.rule].url
+        assert e.cite() == f"{e.rule}: {RULES[e.rule].cite()}"
+    assert all(c.rule in RULES for c in conformance._PRODUCER_CHECKS)
+    assert all(c.rule in RULES for c in _CASES.values())
+    assert RULES["strides"].cite() in report.format(use_rich=False)
+    # A check citing a rule the table does not hold is refused when it is defined.
+    with pytest.raises(KeyError, match="unknown rule 'strides-non-null'"):
+        registrar([])("x", "a check", "strides-non-null")
+
+
+def consumers_in_process(x):
+    return bridge.from_dlpack(x)
+
+
+def test_renamed_checks_name_their_new_names():
+    report = check(np.arange(3.0))
+    with pytest.raises(KeyError, match="'strides-non-null' was renamed 'strides'"):
+        report["strides-non-null"]
+    with pytest.raises(ValueError, match="'dtype-native-known' was renamed 'dtype'"):
+        conformance.check_names(["dtype-native-known"])
+
+
+def test_unknown_check_names_are_an_error():
+    assert conformance.check_names(["stream-cpu", "consumer-isolation"]) == {"stream-cpu", "consumer-isolation"}
+    with pytest.raises(ValueError, match=r"unknown check name 'stream_cpu'; valid names: .*stream-cpu"):
+        conformance.check_names(["stream_cpu"])
+    with pytest.raises(TypeError, match=r"a list of check names, got the string 'stream-cpu'"):
+        conformance.check_names("stream-cpu")
+    from bridge.pytest_plugin import conformance_failure
+
+    with pytest.raises(ValueError, match="unknown check name 'stream_cpu'"):
+        conformance_failure(Report("x", [RuleResult("stream-cpu", FAILED, "boom", "stream")]), ["stream_cpu"])
+
+
+PLUGIN_TYPO = """
+import numpy as np
+import pytest
+
+
+@pytest.mark.dlpack_producer(lambda: np.arange(6.0), ignore=["stream_cpu"])
+def test_typo():
+    pass
+"""
+
+
+def test_pytest_plugin_refuses_an_unknown_name_in_ignore(pytester):
+    pytester.makepyfile(test_plugin_typo=PLUGIN_TYPO)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ValueError: unknown check name 'stream_cpu'; valid names: *stream-cpu*"])

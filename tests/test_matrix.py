@@ -99,8 +99,10 @@ def test_cli_json_and_filters():
     cells = json.loads(proc.stdout)
     assert {c["producer"] for c in cells} == {"numpy"} and {c["consumer"] for c in cells} == {"bridge"}
     assert {c["dtype"] for c in cells} == {"float32", "int64"}
-    assert all(c["verdict"] == "zero-copy" for c in cells), [c for c in cells if c["verdict"] != "zero-copy"]
-    assert all({"producer", "consumer", "protocol", "case", "verdict"} <= set(c) for c in cells)
+    # A zero-size tensor has no bytes to share: it is "empty", not zero-copy.
+    want = {c["case"]: "empty" if c["layout"] == "zero-size" else "zero-copy" for c in cells}
+    assert {c["case"]: c["verdict"] for c in cells} == want
+    assert all({"producer", "consumer", "protocol", "case", "verdict", "reason"} <= set(c) for c in cells)
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ def test_peer_exchanges_with_bridge_and_numpy_both_ways(peer: str) -> None:
     cells = cells_of([peer, "numpy", "bridge"], {peer, "numpy", "bridge"}, protocols=("dlpack", "arrow"))
     mine = [c for c in cells if peer in (c.producer, c.consumer)]
     assert mine and not [c for c in mine if bridge_at_fault(c)], [c for c in mine if bridge_at_fault(c)]
-    worked = [c for c in mine if c.verdict in ("zero-copy", "copy", "unverified")]
+    worked = [c for c in mine if c.verdict in ("zero-copy", "copy", "empty", "unverified")]
     assert any(c.producer == peer for c in worked), f"nothing {peer} made was taken"
     if CONSUMES.get(peer, ()) and set(CONSUMES[peer]) & {"dlpack", "arrow"}:
         assert any(c.consumer == peer for c in worked), f"{peer} took nothing"

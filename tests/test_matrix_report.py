@@ -45,7 +45,8 @@ def _cells() -> list[Cell]:
         Cell("bridge", "torch", "dlpack", "float32", "contiguous", True, verdict="violation", rule="read-only",
              detail="the result is writable", path="exchange-api"),
         Cell("bridge", "torch", "dlpack", "float32", "contiguous", False, verdict="zero-copy"),
-        Cell("bridge", "torch", "dlpack", "bool", "0-d", False, verdict="copy"),
+        Cell("bridge", "torch", "dlpack", "bool", "0-d", False, verdict="copy", reason="layout"),
+        Cell("bridge", "torch", "dlpack", "bool", "zero-size", False, verdict="empty"),
         Cell("torch", "numpy", "buffer", "float32", "negative", False, verdict="n/a"),
         Cell("numpy", "bridge", "buffer", "float32", "stepped", False, verdict="unverified"),
     ]  # fmt: skip
@@ -183,6 +184,23 @@ def test_print_table_with_rich_at_80_columns(capsys: pytest.CaptureFixture[str])
     assert out.index("VIOL") < out.index("refused (by")
 
 
+def test_copy_reasons_and_empty_cells_in_every_report() -> None:
+    """A copy's reason shows in the 80-column report, the Markdown and the
+    HTML page's data; an empty cell is its own verdict in each."""
+    cells = _cells()
+    text = "\n".join(line for line, _ in format_table(cells, 80))
+    assert "dlpack: bridge->torch 1 (layout 1)" in text
+    assert "empty" in text.split("Cells per protocol and verdict")[1].splitlines()[1]
+    md = to_markdown(cells)
+    assert "## Copies, and why" in md and "| bridge | torch | dlpack | 1 | layout 1 |" in md
+    assert "| producer | consumer | protocol | zero-copy | copy | empty |" in md
+    data = json.loads(next(t for a, t in _parse(to_html(cells)).scripts if a.get("type") == "application/json"))
+    rows = data["cells"]["bridge\0torch\0dlpack"]
+    s = data["strings"]
+    assert [(s[r[3]], s[r[7]]) for r in rows if s[r[3]] in ("copy", "empty")] == [("copy", "layout"), ("empty", "")]
+    assert 'data-verdict="empty"' in to_html(cells)
+
+
 def test_markdown_names_the_rule() -> None:
     md = to_markdown(_cells())
     row = next(line for line in md.splitlines() if "| violation |" in line and "[read-only]" in line)
@@ -236,9 +254,10 @@ def test_report_in_a_browser(browser: object, tmp_path: Path) -> None:
     cell.click()
     assert details.is_displayed()
     text = details.text
-    assert "bridge → torch via dlpack: 4 cases" in text
+    assert "bridge → torch via dlpack: 5 cases" in text
     rows = details.find_elements(By.CSS_SELECTOR, "tr.case")
-    assert [r.get_attribute("data-verdict") for r in rows] == ["crash", "violation", "copy", "zero-copy"]
+    assert [r.get_attribute("data-verdict") for r in rows] == ["crash", "violation", "copy", "zero-copy", "empty"]
+    assert "copy (layout)" in rows[2].text
     # The violation's row: dtype, layout, read-only, rule with its citation and link, detail, path.
     violation = rows[1].text
     for expected in ("float32", "contiguous", "yes", "read-only", RULES["read-only"].cite(),

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from bridge.kit import matrix_cell
-from bridge.kit.matrix_grid import Cell
+from bridge.kit.matrix_grid import ALIGNMENT, Cell, copy_reasons
 from bridge.kit.matrix_peers import Consumer, reference
 from bridge.kit.rules import RULES, rule
 
@@ -47,7 +47,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, consumer: Consumer, *, dtype: str = "f
 
 
 def _ok(cell: Cell) -> None:
-    assert cell.verdict in ("zero-copy", "copy", "unverified"), (cell.verdict, cell.rule, cell.detail)
+    assert cell.verdict in ("zero-copy", "copy", "empty", "unverified"), (cell.verdict, cell.rule, cell.detail)
 
 
 def _broken(cell: Cell, name: str) -> None:
@@ -245,6 +245,108 @@ def test_dl_device_rule_catches_a_producer_without_the_keyword(monkeypatch: pyte
     _ok(_run(monkeypatch, consumer, producer=lambda ref: _Exporter(ref)))
 
 
+# --------------------------------------------------- empty tensors, copy reasons
+
+
+def _copies(x: Any) -> np.ndarray[Any, Any]:
+    return np.from_dlpack(x).copy()
+
+
+def test_a_zero_size_tensor_is_empty_whoever_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither copy nor zero-copy: there are no bytes to share."""
+    shares = _run(monkeypatch, _np_consumer(np.from_dlpack), layout="zero-size")
+    copies = _run(monkeypatch, _np_consumer(_copies, peer="copier"), layout="zero-size")
+    assert (shares.verdict, copies.verdict) == ("empty", "empty"), (shares, copies)
+    assert "no bytes to share" in shares.detail
+
+
+@pytest.mark.parametrize("peer", ["copier", "numpy"])
+def test_read_only_cannot_be_lost_on_a_zero_size_tensor(monkeypatch: pytest.MonkeyPatch, peer: str) -> None:
+    """A writable result of a read-only zero-size source has no element to
+    write through: no read-only loss, no violation (numpy's results are held
+    to the rule strictly), no copy."""
+    cell = _run(monkeypatch, _np_consumer(_copies, peer=peer), layout="zero-size", readonly=True)
+    assert (cell.verdict, cell.rule) == ("empty", ""), cell
+    assert "read-only" not in cell.detail
+
+
+def _placed(misalign: int) -> Any:
+    """A producer: the reference array's layout, values and read-only flag,
+    its first element ``misalign`` bytes past an :data:`ALIGNMENT`-byte boundary."""
+
+    def place(ref: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        lo, hi = np.lib.array_utils.byte_bounds(ref)
+        first = ref.__array_interface__["data"][0]
+        raw = np.zeros(hi - lo + 3 * ALIGNMENT, np.uint8)
+        at = (-raw.ctypes.data) % ALIGNMENT + ALIGNMENT * (1 + (first - lo) // ALIGNMENT) + misalign
+        start = at - (first - lo)  # where the lowest byte goes
+        raw[start : start + hi - lo] = np.frombuffer(ctypes.string_at(lo, hi - lo), np.uint8)
+        out = np.ndarray(ref.shape, ref.dtype, buffer=raw, offset=at, strides=ref.strides)
+        assert out.__array_interface__["data"][0] % ALIGNMENT == misalign and np.array_equal(out, ref)
+        out.flags.writeable = ref.flags.writeable
+        return out
+
+    return place
+
+
+def _copying(when: Any) -> Any:
+    """A consumer that shares the producer's memory unless ``when(array)``."""
+
+    def take(x: Any) -> np.ndarray[Any, Any]:
+        a = np.from_dlpack(x)
+        return a.copy() if when(a) else a
+
+    return take
+
+
+def _reasons_of(monkeypatch: pytest.MonkeyPatch, take: Any, *cases: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each case (``_run``'s keywords) through the consumer ``take``, then
+    :func:`copy_reasons` over them all: (verdict, reason) per case."""
+    cells = [_run(monkeypatch, _np_consumer(take, peer="picky"), **case) for case in cases]
+    copy_reasons(cells)
+    return [(c.verdict, c.reason) for c in cells]
+
+
+def test_a_copy_of_an_unaligned_source_says_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """XLA's rule: memory not 64-byte aligned is copied."""
+    take = _copying(lambda a: a.__array_interface__["data"][0] % ALIGNMENT)
+    assert _reasons_of(monkeypatch, take, {"producer": _placed(0)}, {"producer": _placed(8)}) == [
+        ("zero-copy", ""), ("copy", "alignment")]  # fmt: skip
+
+
+def test_a_copy_of_a_strided_source_says_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    take = _copying(lambda a: not a.flags.c_contiguous)
+    cases = [{"producer": _placed(0), "layout": lay} for lay in ("contiguous", "transposed", "negative")]
+    assert _reasons_of(monkeypatch, take, *cases) == [("zero-copy", ""), ("copy", "layout"), ("copy", "layout")]
+
+
+def test_a_copy_of_one_dtype_says_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    take = _copying(lambda a: a.dtype == np.bool_)
+    cases = [{"producer": _placed(0), "dtype": dt, "layout": lay} for dt in ("float32", "bool")
+             for lay in ("contiguous", "transposed")]  # fmt: skip
+    assert _reasons_of(monkeypatch, take, *cases) == [("zero-copy", ""), ("zero-copy", ""), ("copy", "dtype"),
+                                                      ("copy", "dtype")]  # fmt: skip
+
+
+def test_a_copy_of_a_read_only_source_says_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    take = _copying(lambda a: not a.flags.writeable)
+    cases = [{"producer": _placed(0)}, {"producer": _placed(0), "readonly": True}]
+    assert _reasons_of(monkeypatch, take, *cases) == [("zero-copy", ""), ("copy", "read-only")]
+
+
+def test_a_copy_the_other_cells_do_not_explain_has_no_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case copied: nothing tells why, so nothing is claimed."""
+    cases = [{"producer": _placed(0)}, {"producer": _placed(8), "layout": "transposed"}]
+    assert _reasons_of(monkeypatch, _copies, *cases) == [("copy", ""), ("copy", "")]
+
+
+def test_copy_true_copies_because_it_was_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = _np_consumer(lambda x: np.from_dlpack(x, copy=True), protocol="dlpack-copy")
+    cells = [_run(monkeypatch, consumer)]
+    copy_reasons(cells)
+    assert (cells[0].verdict, cells[0].reason) == ("copy", "requested")
+
+
 # ------------------------------------------------------------------- registry
 
 
@@ -256,12 +358,21 @@ def test_every_rule_names_its_spec_and_section() -> None:
         rule("nope")
 
 
-def test_the_matrix_page_lists_every_rule() -> None:
+def test_the_docs_list_every_rule_with_its_spec() -> None:
+    """docs/conformance.md lists the one table whole; docs/matrix.md's rules
+    are rules of that table, cited with their spec."""
+    import re
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "matrix.md").read_text()
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    conformance_page = (docs / "conformance.md").read_text()
     for name, r in RULES.items():
-        assert f"| `{name}` | {r.spec}" in page, name
+        assert f"| `{name}` | {r.spec}, {r.section} |" in conformance_page, name
+    matrix_page = (docs / "matrix.md").read_text().split("## Rules", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `([^`]+)` \| ([^,|]+)", matrix_page, re.M)
+    assert len(listed) >= 10
+    for name, spec in listed:
+        assert name in RULES and RULES[name].spec == spec.strip(), name
 
 
 def test_culprits_name_the_library_that_broke_the_rule() -> None:

@@ -25,7 +25,8 @@ from bridge.interop.dlpack import from_dlpack as _bridge_from_dlpack
 
 __all__ = ["LEGACY", "VERSIONED", "FLAG_READ_ONLY", "FLAG_IS_COPIED", "DEVICE_TYPES", "HOST_DEVICES",
            "DTYPE_BITS", "CapsuleView", "inspect_capsule", "counting_deleter", "test_deleter_calls",
-           "CountingDeleter", "young_gc", "Handmade", "read_values", "same_values"]  # fmt: skip
+           "CountingDeleter", "young_gc", "Handmade", "read_values", "same_values", "dlpack_code_of",
+           "numpy_dtype_of"]  # fmt: skip
 
 LEGACY = "dltensor"
 VERSIONED = "dltensor_versioned"
@@ -323,11 +324,37 @@ class Handmade:
         return view.tolist()  # type: ignore[no-any-return]
 
 
+_KIND_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
 def _numpy_dlpack_dtype(dt: Any) -> tuple[int, int]:
-    kind = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}.get(dt.kind)
+    kind = _KIND_CODES.get(dt.kind)
     if kind is None:
         raise TypeError(f"Handmade: no DLPack code for NumPy dtype {dt}")
     return kind, dt.itemsize * 8
+
+
+def dlpack_code_of(name: str) -> tuple[int, int] | None:
+    """The dlpack.h ``(code, bits)`` of the NumPy dtype called ``name``
+    (bool, ints, floats, complex), or None for another name."""
+    try:
+        dt = np.dtype(name)
+    except TypeError:
+        return None
+    kind = _KIND_CODES.get(dt.kind)
+    return (kind, dt.itemsize * 8) if kind is not None else None
+
+
+def numpy_dtype_of(code: int, bits: int) -> np.dtype[Any] | None:
+    """The NumPy dtype of dlpack.h ``(code, bits)`` for bool, ints, floats
+    and complex (None for another type, or a width NumPy lacks)."""
+    kind = {c: k for k, c in _KIND_CODES.items()}.get(code)
+    if kind is None or bits % 8:
+        return None
+    try:
+        return np.dtype(f"{kind}{bits // 8}") if kind != "b" else np.dtype(np.bool_)
+    except TypeError:
+        return None
 
 
 # ------------------------------------------------------------------ values

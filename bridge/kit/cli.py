@@ -7,6 +7,10 @@ back, each claim checked as it is printed.
 object, or a zero-argument factory of them) and exit non-zero if a rule failed.
 ``matrix [options]``: the interop matrix over the frameworks installed (see
 ``python -m bridge matrix --help``); exits non-zero only for bridge's own failures.
+
+Every command's output may go to a reader that stops early (``| head``): the
+command then ends quietly with status 141 (:data:`EXIT_BROKEN_PIPE`), with no
+traceback.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -148,8 +154,36 @@ def _check_command(args: argparse.Namespace) -> int:
     return check(args.spec, args.consumer, args.json, not args.in_process)
 
 
+#: The exit status when the reader of stdout went away before the output
+#: ended (``bridge matrix --json | head``): 128 + SIGPIPE, what a shell
+#: reports for a writer that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 128 + 13
+
+
+def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
+    """Run ``command`` (returns an exit code) and flush stdout; when the
+    reader closed the pipe (BrokenPipeError), return :data:`EXIT_BROKEN_PIPE`
+    with no traceback. Python's recipe (the ``signal`` module's note on
+    SIGPIPE): stdout is pointed at devnull, so the flush at interpreter exit
+    does not fail a second time."""
+    try:
+        code = command()
+        sys.stdout.flush()  # what is still buffered must fail here, not at exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bridge``; returns the exit code."""
+    """Entry point of ``python -m bridge``; returns the exit code
+    (:data:`EXIT_BROKEN_PIPE` when stdout's reader went away early)."""
+    return quiet_on_closed_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     if raw[:1] == ["matrix"]:  # its own parser: many options, documented there
         from bridge.kit import matrix

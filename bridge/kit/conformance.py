@@ -4,9 +4,13 @@
 and the Python array API's ``__dlpack__`` signature) against a third party's
 *producer* (an object with ``__dlpack__``), and optionally against its
 *consumer* (a ``from_dlpack``-like function), and returns a :class:`Report`
-with one :class:`RuleResult` per rule: passed, failed (with what was
+with one :class:`RuleResult` per check: passed, failed (with what was
 observed), warning (the rule's intent is met in a form the rules do not
-recommend) or not applicable (with why).
+recommend) or not applicable (with why). Each result names the rule it
+judges (``rule``, a key of :data:`bridge.kit.rules.RULES`, the table the
+interop matrix cites too) and cites its spec and section; each field of an
+exported tensor (shape, strides, dtype) has its own check, so a wrong field
+fails that check and no other.
 
 Producer checks run in this process: they call ``__dlpack__`` and read the
 returned capsules through ``bridge._drivers.capsule_info`` and cffi, trusting the
@@ -31,7 +35,7 @@ registry), :mod:`~bridge.kit.conformance_protocol` and
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bridge.kit import conformance_lifetime, conformance_protocol
@@ -43,11 +47,12 @@ from bridge.kit.capsules import LEGACY as LEGACY
 from bridge.kit.capsules import VERSIONED as VERSIONED
 from bridge.kit.capsules import CapsuleView, Handmade, inspect_capsule, young_gc
 from bridge.kit.capsules import counting_deleter as counting_deleter
-from bridge.kit.conformance_consumer import CONSUMER_CASES, check_consumer
+from bridge.kit.conformance_consumer import CONSUMER_CASES, ISOLATION, check_consumer
 from bridge.kit.conformance_report import (
     FAILED,
     NOT_APPLICABLE,
     PASSED,
+    RENAMED,
     WARNING,
     Report,
     RuleResult,
@@ -69,15 +74,39 @@ __all__ = [
     "Handmade",
     "PRODUCER_RULES",
     "CONSUMER_CASES",
+    "CHECK_NAMES",
+    "RENAMED",
     "check",
+    "check_names",
     "inspect_capsule",
     "load",
 ]
 
 _PRODUCER_CHECKS: list[Rule] = [*conformance_protocol.RULES, *conformance_lifetime.RULES]
 
-#: rule name -> what it checks (producer side), in the order they run.
+#: check name -> what it checks (producer side), in the order they run.
 PRODUCER_RULES: dict[str, str] = {r.name: r.doc for r in _PRODUCER_CHECKS}
+
+#: Every check name a report can hold, in report order: the producer checks,
+#: ``consumer-isolation`` and the consumer cases.
+CHECK_NAMES: tuple[str, ...] = (*PRODUCER_RULES, ISOLATION, *CONSUMER_CASES)
+
+
+def check_names(names: Iterable[str]) -> frozenset[str]:
+    """``names`` (e.g. the pytest marker's ``ignore=``) as a set, once each is
+    in :data:`CHECK_NAMES`. TypeError for a single string (a list of names is
+    meant); ValueError for a renamed check (naming its new name) or an
+    unknown one (listing the valid names), so a typo such as ``stream_cpu``
+    cannot silently ignore nothing."""
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"expected a list of check names, got the string {names!r}; write [{names!r}]")
+    out = frozenset(names)
+    for name in sorted(out, key=str):
+        if name in RENAMED:
+            raise ValueError(f"check {name!r} was renamed {RENAMED[name]!r}: use that name")
+        if name not in CHECK_NAMES:
+            raise ValueError(f"unknown check name {name!r}; valid names: {', '.join(CHECK_NAMES)}")
+    return out
 
 
 def check(
@@ -124,10 +153,10 @@ def check(
 def _run_producer_checks(subject: Subject, report: Report) -> None:
     for rule in _PRODUCER_CHECKS:
         if subject.unexportable and rule.name not in conformance_protocol.WITHOUT_EXPORT:
-            report.entries.append(RuleResult(rule.name, NOT_APPLICABLE, subject.unexportable))
+            report.entries.append(RuleResult(rule.name, NOT_APPLICABLE, subject.unexportable, rule.rule))
             continue
         try:
             status, detail = rule.check(subject)
         except Exception as e:
             status, detail = FAILED, f"the check stopped on {exc_text(e)}"
-        report.entries.append(RuleResult(rule.name, status, detail))
+        report.entries.append(RuleResult(rule.name, status, detail, rule.rule))

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from bridge.kit import rules as spec_rules
 from bridge.kit.capsules import Handmade, same_values, test_deleter_calls, young_gc
 from bridge.kit.conformance_report import FAILED, PASSED, WARNING, RuleResult, exc_text, short
 from bridge.kit.isolation import emit, load, run_child, spec_of
 
-__all__ = ["CONSUMER_CASES", "run_case", "consumer_main", "check_consumer"]
+__all__ = ["CONSUMER_CASES", "ISOLATION", "ISOLATION_RULE", "run_case", "consumer_main", "check_consumer"]
 
 _KEEP: list[Handmade] = []  # structs fed to consumers live as long as the process
 
@@ -56,6 +57,7 @@ class _Case:
     name: str | None = None  # capsule name override
     old_signature: bool = False
     deleter_calls: int = 1
+    rule: str = ""  # the key of bridge.kit.rules.RULES the case judges
 
 
 def _f32(n: int) -> Any:
@@ -64,43 +66,56 @@ def _f32(n: int) -> Any:
 
 _CASES: dict[str, _Case] = {
     "consumer-accepts-versioned": _Case(
-        "good", "a v1.3 float32 (2, 3) C-contiguous capsule", lambda: Handmade()),
+        "good", "a v1.3 float32 (2, 3) C-contiguous capsule", lambda: Handmade(), rule="values"),
     "consumer-accepts-legacy": _Case(
         "good", "a legacy capsule returned even when max_version is asked (allowed)",
-        lambda: Handmade(versioned=False)),
+        lambda: Handmade(versioned=False), rule="max_version"),
     "consumer-accepts-old-signature": _Case(
         "good", "a producer whose __dlpack__ takes no max_version: retry without keywords",
-        lambda: Handmade(versioned=False), old_signature=True),
+        lambda: Handmade(versioned=False), old_signature=True, rule="signature"),
     "consumer-accepts-strided": _Case(
-        "good", "transposed strides (1, 3)", lambda: Handmade(_f32(6), shape=(3, 2), strides=(1, 3))),
+        "good", "transposed strides (1, 3)", lambda: Handmade(_f32(6), shape=(3, 2), strides=(1, 3)), rule="strides"),
     "consumer-accepts-byte-offset": _Case(
         "good", "byte_offset 8 is honoured (pytorch#168177)",
-        lambda: Handmade(_f32(8)[2:].reshape(2, 3), byte_offset=8)),
+        lambda: Handmade(_f32(8)[2:].reshape(2, 3), byte_offset=8), rule="values"),
     "consumer-accepts-zero-size": _Case(
         "good", "shape (0, 3) with NULL data (onnxruntime#27450)",
-        lambda: Handmade(_f32(0), shape=(0, 3), null_data=True)),
+        lambda: Handmade(_f32(0), shape=(0, 3), null_data=True), rule="shape"),
     "consumer-accepts-negative-strides": _Case(
         "may-refuse", "strides (-1,) from the last element: values, or a clean refusal",
-        lambda: Handmade(_f32(6)[::-1])),
+        lambda: Handmade(_f32(6)[::-1]), rule="strides"),
     "consumer-rejects-wrong-name": _Case(
         "bad", "a capsule named neither 'dltensor' nor 'dltensor_versioned'", lambda: Handmade(),
-        name="not_a_dltensor", deleter_calls=0),
-    "consumer-rejects-major-2": _Case("bad", "version 2.0", lambda: Handmade(major=2, minor=0)),
-    "consumer-rejects-ndim-negative": _Case("bad", "ndim -1", lambda: Handmade(ndim=-1)),
-    "consumer-rejects-lanes-4": _Case("bad", "lanes 4", lambda: Handmade(lanes=4)),
+        name="not_a_dltensor", deleter_calls=0, rule="capsule"),
+    "consumer-rejects-major-2": _Case("bad", "version 2.0", lambda: Handmade(major=2, minor=0), rule="capsule"),
+    "consumer-rejects-ndim-negative": _Case("bad", "ndim -1", lambda: Handmade(ndim=-1), rule="shape"),
+    "consumer-rejects-lanes-4": _Case("bad", "lanes 4", lambda: Handmade(lanes=4), rule="dtype"),
     "consumer-rejects-unknown-code": _Case(
-        "bad", "dtype code 99", lambda: Handmade(np.zeros(6, np.uint8), code=99, bits=8)),
-    "consumer-rejects-bits-7": _Case("bad", "float with 7 bits", lambda: Handmade(bits=7)),
-    "consumer-rejects-null-shape": _Case("bad", "ndim 2 with a NULL shape", lambda: Handmade(null_shape=True)),
+        "bad", "dtype code 99", lambda: Handmade(np.zeros(6, np.uint8), code=99, bits=8), rule="dtype"),
+    "consumer-rejects-bits-7": _Case("bad", "float with 7 bits", lambda: Handmade(bits=7), rule="dtype"),
+    "consumer-rejects-null-shape": _Case("bad", "ndim 2 with a NULL shape", lambda: Handmade(null_shape=True), rule="shape"),
     "consumer-rejects-null-strides": _Case(
         "bad", "v1.3, ndim 2, NULL strides (v1.2+ requires strides)",
-        lambda: Handmade(null_strides=True)),
+        lambda: Handmade(null_strides=True), rule="strides"),
     "consumer-rejects-null-data": _Case(
-        "bad", "NULL data with 6 elements", lambda: Handmade(null_data=True)),
+        "bad", "NULL data with 6 elements", lambda: Handmade(null_data=True), rule="values"),
 }  # fmt: skip
 
 #: rule name -> what it feeds the consumer (consumer side), in the order they run.
 CONSUMER_CASES: dict[str, str] = {name: case.doc for name, case in _CASES.items()}
+for _case in _CASES.values():
+    spec_rules.rule(_case.rule)  # a case cites only a rule of the one table (KeyError at import)
+
+#: The entry saying where the cases ran; it cites the exceptions rule, since
+#: only a consumer run in a child can have a crash (no exception at all)
+#: reported instead of killing the caller.
+ISOLATION = "consumer-isolation"
+ISOLATION_RULE = "exceptions"
+
+
+def _result(name: str, status: str, detail: str) -> RuleResult:
+    """Case ``name``'s result, citing the case's rule."""
+    return RuleResult(name, status, detail, _CASES[name].rule)
 
 
 def _to_list(out: Any) -> Any:
@@ -142,23 +157,23 @@ def run_case(consumer: Callable[[Any], Any], name: str) -> RuleResult:
         deleter_note = f"; the deleter was {what}, expected {case.deleter_calls}"
     if case.kind == "bad":
         if not err_text:
-            return RuleResult(name, FAILED, f"accepted {case.doc}" + deleter_note)
+            return _result(name, FAILED, f"accepted {case.doc}" + deleter_note)
         status = FAILED if deleter_note else PASSED
-        return RuleResult(name, status, f"raised {err_text}" + deleter_note)
+        return _result(name, status, f"raised {err_text}" + deleter_note)
     if err_text:
         if case.kind == "may-refuse":
-            return RuleResult(name, FAILED if deleter_note else PASSED,
+            return _result(name, FAILED if deleter_note else PASSED,
                               f"refused cleanly: {err_text}" + deleter_note)  # fmt: skip
-        return RuleResult(name, FAILED, f"raised {err_text} for {case.doc}" + deleter_note)
+        return _result(name, FAILED, f"raised {err_text} for {case.doc}" + deleter_note)
     if read_error is not None:
-        return RuleResult(name, FAILED, f"result unreadable: {exc_text(read_error)}" + deleter_note)
+        return _result(name, FAILED, f"result unreadable: {exc_text(read_error)}" + deleter_note)
     want = h.expected()
     if not same_values(values, want):
-        return RuleResult(
+        return _result(
             name, FAILED, f"values {short(values)}, expected {short(want)}" + deleter_note
         )
     status = FAILED if deleter_note else PASSED
-    return RuleResult(name, status, f"values {short(want, 40)} correct" + deleter_note)
+    return _result(name, status, f"values {short(want, 40)} correct" + deleter_note)
 
 
 
@@ -209,7 +224,7 @@ class _ChildRun:
             self.current = payload
         elif event == "result":
             self.results[payload["name"]] = RuleResult(
-                payload["name"], payload["status"], payload["detail"]
+                payload["name"], payload["status"], payload["detail"], payload.get("rule", "")
             )
             self.current = None
 
@@ -231,14 +246,14 @@ def _consumer_in_subprocess(spec: str, names: list[str], timeout: float) -> list
                 if end.timed_out
                 else f"crashed the process ({end.cause()}{last})"
             )
-            results[current] = RuleResult(
+            results[current] = _result(
                 current, FAILED, f"{CONSUMER_CASES[current]}: the consumer {why}"
             )
             pending = [n for n in pending[pending.index(current) + 1 :] if n not in results]
             continue
         left = [n for n in pending if n not in results]
         for n in left:
-            results[n] = RuleResult(
+            results[n] = _result(
                 n, FAILED, f"the consumer subprocess failed ({end.cause()}{last})"
             )
         pending = []
@@ -256,7 +271,7 @@ def check_consumer(consumer: Any, isolate: bool, timeout: float) -> list[RuleRes
     spec = spec_of(consumer) if isolate else None
     if spec is not None:
         return [
-            RuleResult("consumer-isolation", PASSED, f"ran in a subprocess as {spec!r}"),
+            RuleResult(ISOLATION, PASSED, f"ran in a subprocess as {spec!r}", ISOLATION_RULE),
             *_consumer_in_subprocess(spec, names, timeout),
         ]
     fn = load(consumer) if isinstance(consumer, str) else consumer
@@ -266,9 +281,10 @@ def check_consumer(consumer: Any, isolate: bool, timeout: float) -> list[RuleRes
     )  # fmt: skip
     return [
         RuleResult(
-            "consumer-isolation",
+            ISOLATION,
             WARNING,
             f"ran in this process ({why}): a crash would kill the caller",
+            ISOLATION_RULE,
         ),
         *[run_case(fn, n) for n in names],
     ]

@@ -2,15 +2,21 @@
 what the capsules it returns say.
 
 ``__dlpack_device__``, capsule names and ``max_version`` negotiation,
-unknown keywords, strides, dtypes and byte order, the READ_ONLY and
-IS_COPIED flags, ``copy``, ``dl_device`` and ``stream``. Each rule reads the
+unknown keywords, the tensor's fields (shape, strides, dtype and byte order,
+each against what the object says about itself) and its values, the READ_ONLY
+and IS_COPIED flags, ``copy``, ``dl_device`` and ``stream``. Each rule reads the
 capsules with :func:`bridge.kit.capsules.inspect_capsule`; the lifetime rules
 (deleters, keep-alive) are in :mod:`bridge.kit.conformance_lifetime`.
 """
 
 from __future__ import annotations
 
+import ctypes
+import itertools
+import operator
 from typing import Any
+
+import numpy as np
 
 from bridge.core.native import _drivers
 from bridge.kit.capsules import (
@@ -19,7 +25,10 @@ from bridge.kit.capsules import (
     FLAG_IS_COPIED,
     FLAG_READ_ONLY,
     LEGACY,
+    CapsuleView,
+    dlpack_code_of,
     inspect_capsule,
+    numpy_dtype_of,
     read_values,
     same_values,
 )
@@ -41,7 +50,7 @@ RULES: list[Rule] = []
 _rule = registrar(RULES)
 
 #: The rules that still apply to a source that cannot be exported at all.
-WITHOUT_EXPORT = ("dlpack-device", "unknown-keyword", "dtype-native-known", "dl-device-impossible")
+WITHOUT_EXPORT = ("dlpack-device", "unknown-keyword", "dtype", "dl-device-impossible")
 
 _IMPOSSIBLE_DEVICE = (99, 0)
 
@@ -53,7 +62,8 @@ def _legacy_only(s: Subject) -> Outcome | None:
 
 
 @_rule(
-    "dlpack-device", "__dlpack_device__() returns an (int, int) tuple with a dlpack.h device type"
+    "dlpack-device", "__dlpack_device__() returns an (int, int) tuple with a dlpack.h device type",
+    "device",
 )
 def _r_device(s: Subject) -> Outcome:
     obj = s.fresh()
@@ -77,7 +87,7 @@ def _r_device(s: Subject) -> Outcome:
     return PASSED, f"returned ({dtype}, {dev_id}) = {DEVICE_TYPES[dtype]}{note}"
 
 
-@_rule("capsule-name-legacy", '__dlpack__() with no arguments returns a capsule named "dltensor"')
+@_rule("capsule-name-legacy", '__dlpack__() with no arguments returns a capsule named "dltensor"', "capsule")
 def _r_name_legacy(s: Subject) -> Outcome:
     cap, err = call_dlpack(s.fresh())
     if err is not None:
@@ -121,7 +131,8 @@ def _versioned_outcome(cap: Any, request: tuple[int, int]) -> tuple[bool, str]:
 
 
 @_rule(
-    "capsule-name-versioned", 'max_version=(1, 0) and (1, 3) give "dltensor_versioned" with major 1'
+    "capsule-name-versioned", 'max_version=(1, 0) and (1, 3) give "dltensor_versioned" with major 1',
+    "max_version",
 )
 def _r_name_versioned(s: Subject) -> Outcome:
     if not s.speaks_versioned:
@@ -143,7 +154,8 @@ def _r_name_versioned(s: Subject) -> Outcome:
 
 
 @_rule(
-    "max-version-negotiation", "max_version=(0, 8) gives legacy, max_version=(2, 0) versioned 1.x"
+    "max-version-negotiation", "max_version=(0, 8) gives legacy, max_version=(2, 0) versioned 1.x",
+    "max_version",
 )
 def _r_negotiation(s: Subject) -> Outcome:
     skip = _legacy_only(s)
@@ -174,7 +186,7 @@ def _r_negotiation(s: Subject) -> Outcome:
     return PASSED, "; ".join(notes)
 
 
-@_rule("unknown-keyword", "__dlpack__(bogus=1) raises TypeError")
+@_rule("unknown-keyword", "__dlpack__(bogus=1) raises TypeError", "signature")
 def _r_unknown_keyword(s: Subject) -> Outcome:
     _, err = call_dlpack(s.fresh(), bogus=1)
     if err is None:
@@ -187,70 +199,310 @@ def _r_unknown_keyword(s: Subject) -> Outcome:
     return FAILED, f"raised {exc_text(err)}, not TypeError"
 
 
-@_rule(
-    "strides-non-null", "a versioned capsule of version >= 1.2 with ndim > 0 has non-NULL strides"
-)
-def _r_strides(s: Subject) -> Outcome:
-    skip = _legacy_only(s)
-    if skip:
-        return skip
-    cap, err = s.export(s.fresh())
-    if err is not None:
-        return FAILED, f"{kwargs_text({'max_version': MAX_VERSION})} raised {exc_text(err)}"
-    view = inspect_capsule(cap)
-    if view is None or not view.versioned or view.version is None:
-        return NOT_APPLICABLE, "no versioned capsule (see capsule-name-versioned)"
-    if view.ndim == 0:
-        return NOT_APPLICABLE, "ndim is 0: strides may be NULL"
-    v = f"v{view.version[0]}.{view.version[1]}"
-    if view.strides is not None:
-        return PASSED, f"{v}, ndim {view.ndim}, strides {view.strides}"
-    if view.version < (1, 2):
-        return NOT_APPLICABLE, f"{v} with NULL strides: allowed before 1.2"
-    return FAILED, f"{v}, ndim {view.ndim}: strides is NULL (v1.2+ requires them, cupy#2095)"
+# ------------------------------------------------------ the tensor's fields
+#
+# Each field of the exported tensor (shape, strides, dtype) is judged by its
+# own check, against what the object says about itself; the values check
+# fails only where no field explains a difference, so a wrong field is
+# reported under its rule and nowhere else.
+
+# Dimension orders tried when a producer reports no strides of its own (ndim! each).
+_MAX_PERMUTED_NDIM = 4
 
 
-@_rule(
-    "dtype-native-known",
-    "dtype code/bits defined by dlpack.h, lanes 1, native byte order, values right",
-)
-def _r_dtype(s: Subject) -> Outcome:
+def _own_shape(obj: Any) -> tuple[int, ...] | None:
+    """The shape ``obj`` reports: its ``shape`` (a sequence of ints), else the
+    nesting of its ``tolist()``; None when neither tells (a zero extent hides
+    the dims after it in a nested list)."""
+    try:
+        shape = getattr(obj, "shape", None)
+        if shape is not None and not callable(shape):
+            return tuple(operator.index(n) for n in shape)
+    except Exception:
+        pass
+    tolist = getattr(obj, "tolist", None)
+    if not callable(tolist):
+        return None
+    try:
+        x = tolist()
+    except Exception:
+        return None
+    dims = []
+    while isinstance(x, list):
+        dims.append(len(x))
+        if not x:
+            return None
+        x = x[0]
+    return tuple(dims)
+
+
+def _compact(shape: tuple[int, ...], order: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Element strides of a compact array of ``shape`` whose dims vary
+    fastest in reverse ``order`` (default: C order)."""
+    order = tuple(range(len(shape))) if order is None else order
+    strides = [0] * len(shape)
+    acc = 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def _own_strides(obj: Any, itemsize: int) -> tuple[int, ...] | None:
+    """The element strides ``obj`` reports: ``stride()`` (torch, bridge), else
+    its ``__array_interface__`` (bytes; None there means C order); None when
+    it reports neither."""
+    stride = getattr(obj, "stride", None)
+    if callable(stride):
+        try:
+            return tuple(operator.index(n) for n in stride())
+        except Exception:
+            pass
+    try:
+        iface = obj.__array_interface__
+        shape = tuple(operator.index(n) for n in iface["shape"])
+        strides = iface.get("strides")
+    except Exception:
+        return None
+    if strides is None:
+        return _compact(shape)
+    if itemsize <= 0 or any(b % itemsize for b in strides):
+        return None
+    return tuple(b // itemsize for b in strides)
+
+
+def _own_dtype(obj: Any) -> tuple[str, tuple[int, int]] | None:
+    """The dtype ``obj`` reports, by name (NumPy's and bridge's ``name``,
+    torch's ``torch.float32``), with its dlpack.h (code, bits); None when it
+    reports none, or one NumPy has no plain name for (bool, ints, floats and
+    complex are compared)."""
+    try:
+        dt = getattr(obj, "dtype", None)
+    except Exception:
+        return None
+    if dt is None:
+        return None
+    name = getattr(dt, "name", None)
+    if not isinstance(name, str):
+        name = str(dt).rsplit(".", 1)[-1]
+    code = dlpack_code_of(name)
+    return (name, code) if code is not None else None
+
+
+def _matters(shape: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether strides ``a`` and ``b`` address different elements of ``shape``
+    (a dim of extent 1 has any stride; a zero-size array has no element)."""
+    if 0 in shape or len(a) != len(b):
+        return len(a) != len(b)
+    return any(n > 1 and x != y for n, x, y in zip(shape, a, b))
+
+
+def _reads_as(view: CapsuleView, strides: tuple[int, ...], want: Any) -> bool:
+    """Whether the capsule's memory, read with ``strides`` from its first
+    element, holds ``want``; only layouts inside the bytes the capsule itself
+    claims are read."""
+    code, bits, _ = view.dtype
+    npdt = numpy_dtype_of(code, bits)
+    shape = view.shape or ()
+    if npdt is None or any(st < 0 for st in strides):
+        return False
+    lo, hi = view.span()
+    last = sum((n - 1) * st for n, st in zip(shape, strides)) if shape else 0
+    if view.start + (last + 1) * npdt.itemsize > hi or hi <= lo:
+        return False
+    buf = memoryview((ctypes.c_char * (hi - lo)).from_address(lo)).cast("B")
+    a = np.ndarray(shape, npdt, buffer=buf, offset=view.start - lo,
+                   strides=tuple(st * npdt.itemsize for st in strides))  # fmt: skip
+    return same_values(a.tolist(), want)
+
+
+class _Fields:
+    """One export of the subject, judged field by field: ``problems`` maps
+    ``"shape"``, ``"strides"``, ``"dtype"`` to what is wrong with that field
+    (empty when nothing), ``got``/``want`` are the values read through the
+    capsule and ``tolist()`` (None when not available), and ``evidence`` what
+    each field was compared with."""
+
+    def __init__(self, s: Subject, view: CapsuleView, obj: Any, got: Any, want: Any) -> None:
+        self.view, self.got, self.want = view, got, want
+        self.evidence: dict[str, str] = {}
+        self.problems = {
+            "shape": self._shape(obj),
+            "dtype": self._dtype(s, obj),
+        }
+        self.problems["strides"] = self._strides(obj)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The capsule's strides (C order for NULL, which a legacy capsule may have)."""
+        shape = self.view.shape or ()
+        return self.view.strides if self.view.strides is not None else _compact(shape)
+
+    def values_differ(self) -> bool:
+        """Whether values were read and differ from ``tolist()``."""
+        return self.got is not None and self.want is not None and not same_values(self.got, self.want)
+
+    def _shape(self, obj: Any) -> str:
+        view = self.view
+        if view.ndim < 0 or (view.shape is None and view.ndim > 0):
+            return f"ndim {view.ndim} with {'a NULL shape' if view.ndim > 0 else 'no shape'}"
+        shape = view.shape or ()
+        own = _own_shape(obj)
+        if own is None:
+            self.evidence["shape"] = "the object reports no shape to compare with"
+        elif shape != own:
+            return f"the capsule's shape {shape} is not the object's {own}"
+        else:
+            self.evidence["shape"] = "the object's own"
+        return ""
+
+    def _dtype(self, s: Subject, obj: Any) -> str:
+        code, bits, lanes = self.view.dtype
+        if code not in DTYPE_BITS:
+            return f"dtype code {code} is not defined by dlpack.h"
+        if bits not in DTYPE_BITS[code]:
+            return f"dtype code {code} with {bits} bits is not a dlpack.h type"
+        if lanes != 1:
+            return f"lanes={lanes}; array libraries exchange lanes == 1 only"
+        if s.native is False:
+            return "the source is in non-native byte order and was exported anyway"
+        own = _own_dtype(obj)
+        if own is None:
+            self.evidence["dtype"] = "the object reports no dtype to compare with"
+        elif own[1] != (code, bits):
+            return (f"the capsule's (code={code}, bits={bits}) is not the object's dtype {own[0]} "
+                    f"(code={own[1][0]}, bits={own[1][1]})")  # fmt: skip
+        else:
+            self.evidence["dtype"] = f"the object's {own[0]}"
+        return ""
+
+    def _strides(self, obj: Any) -> str:
+        view = self.view
+        if view.ndim <= 0 or view.shape is None:
+            return ""
+        if view.strides is None and view.version is not None and view.version >= (1, 2):
+            v = f"v{view.version[0]}.{view.version[1]}"
+            return f"{v}, ndim {view.ndim}: strides is NULL (v1.2+ requires them, cupy#2095)"
+        shape, strides = view.shape, self.strides
+        wrong = [field for field in ("shape", "dtype") if self.problems[field]]
+        if wrong:
+            # Strides of another shape or item size cannot be compared.
+            self.evidence["strides"] = f"not compared with the object's: see {', '.join(wrong)}"
+            return ""
+        _, bits, lanes = view.dtype
+        own = _own_strides(obj, bits * lanes // 8 if bits * lanes % 8 == 0 else 0)
+        if own is not None:
+            if _matters(shape, strides, own):
+                return f"the capsule's strides {strides} are not the object's {own} (in elements)"
+            self.evidence["strides"] = f"the object's own {own}"
+            return ""
+        if not self.values_differ():
+            self.evidence["strides"] = (
+                "the values read through them equal tolist()" if self.got is not None and self.want is not None
+                else "the object reports no strides and no values to compare with")  # fmt: skip
+            return ""
+        # No strides of its own, and the values are wrong: is the memory
+        # another compact layout than the one the capsule claims?
+        if view.ndim <= _MAX_PERMUTED_NDIM:
+            for order in itertools.permutations(range(view.ndim)):
+                candidate = _compact(shape, order)
+                if _matters(shape, candidate, strides) and _reads_as(view, candidate, self.want):
+                    return (f"the capsule's strides {strides} are not its memory's layout: read with "
+                            f"strides {candidate} the memory holds tolist()'s values")  # fmt: skip
+        return ""
+
+
+def _fields(s: Subject) -> _Fields | Outcome:
+    """Export the subject once and judge its fields (an Outcome when the export itself fails)."""
     obj = s.fresh()
-    if s.native is False:
-        cap, err = s.export(obj)
-        if err is None:
-            return FAILED, "the source is in non-native byte order and was exported anyway"
-        if isinstance(err, BufferError):
-            return PASSED, f"non-native byte order source refused with {exc_text(err)}"
-        return WARNING, f"non-native byte order source refused with {exc_text(err)}, not BufferError"
     cap, err = s.export(obj)
     if err is not None:
         return FAILED, f"export raised {exc_text(err)}"
     view = inspect_capsule(cap)
     if view is None:
         return FAILED, f"capsule named {_drivers.capsule_info(cap)[0]!r}"
-    code, bits, lanes = view.dtype
-    if code not in DTYPE_BITS:
-        return FAILED, f"dtype code {code} is not defined by dlpack.h"
-    if bits not in DTYPE_BITS[code]:
-        return FAILED, f"dtype code {code} with {bits} bits is not a dlpack.h type"
-    if lanes != 1:
-        return FAILED, f"lanes={lanes}; array libraries exchange lanes == 1 only"
-    detail = f"(code={code}, bits={bits}, lanes=1)"
+    got = want = None
     tolist = getattr(obj, "tolist", None)
-    if not callable(tolist) or not s.host:
-        return PASSED, detail + "; values not compared (no tolist() on host memory)"
-    try:
-        got = read_values(cap)
-    except Exception as e:
-        return PASSED, detail + f"; values not compared (bridge cannot import: {exc_text(e)})"
-    want = tolist()
-    if not same_values(got, want):
-        return FAILED, f"{detail}: read {short(got)}, but tolist() is {short(want)} (byte order?)"
-    return PASSED, detail + "; values read through DLPack equal tolist()"
+    if s.host and callable(tolist):
+        try:
+            want = tolist()
+            got = read_values(cap)
+        except Exception:
+            got = None
+    return _Fields(s, view, obj, got, want)
 
 
-@_rule("read-only-flag", "READ_ONLY is set exactly when the source is read-only")
+@_rule("shape", "ndim and shape are the object's own (shape, or the nesting of tolist())", "shape")
+def _r_shape(s: Subject) -> Outcome:
+    f = _fields(s)
+    if not isinstance(f, _Fields):
+        return f
+    if f.problems["shape"]:
+        return FAILED, f.problems["shape"]
+    return PASSED, f"shape {f.view.shape or ()} (ndim {f.view.ndim}): {f.evidence['shape']}"
+
+
+@_rule(
+    "strides",
+    "strides are the memory's layout (the object's own, else what its values show), non-NULL at v1.2+",
+    "strides",
+)
+def _r_strides(s: Subject) -> Outcome:
+    f = _fields(s)
+    if not isinstance(f, _Fields):
+        return f
+    if f.view.ndim == 0:
+        return NOT_APPLICABLE, "ndim is 0: no strides"
+    if f.problems["strides"]:
+        return FAILED, f.problems["strides"]
+    if f.problems["shape"] or f.problems["dtype"]:
+        return NOT_APPLICABLE, f"strides {f.strides} {f.evidence['strides']}"
+    null = " (NULL: C order, allowed before v1.2)" if f.view.strides is None else ""
+    return PASSED, f"strides {f.strides}{null}: {f.evidence.get('strides', '')}"
+
+
+@_rule(
+    "dtype",
+    "dtype code/bits defined by dlpack.h, lanes 1, native byte order, the object's own dtype",
+    "dtype",
+)
+def _r_dtype(s: Subject) -> Outcome:
+    if s.native is False:
+        _, err = s.export(s.fresh())
+        if err is None:
+            return FAILED, "the source is in non-native byte order and was exported anyway"
+        if isinstance(err, BufferError):
+            return PASSED, f"non-native byte order source refused with {exc_text(err)}"
+        return WARNING, f"non-native byte order source refused with {exc_text(err)}, not BufferError"
+    f = _fields(s)
+    if not isinstance(f, _Fields):
+        return f
+    if f.problems["dtype"]:
+        return FAILED, f.problems["dtype"]
+    code, bits, _ = f.view.dtype
+    return PASSED, f"(code={code}, bits={bits}, lanes=1): {f.evidence['dtype']}"
+
+
+@_rule("values", "the values read through the capsule equal tolist() (where the object has one)", "values")
+def _r_values(s: Subject) -> Outcome:
+    f = _fields(s)
+    if not isinstance(f, _Fields):
+        return f
+    if f.want is None:
+        return NOT_APPLICABLE, "values not compared: no tolist() on host memory"
+    if f.got is None:
+        return NOT_APPLICABLE, "values not compared: bridge cannot import the capsule"
+    if not f.values_differ():
+        return PASSED, "values read through DLPack equal tolist()"
+    wrong = [name for name, problem in f.problems.items() if problem]
+    if wrong:
+        return NOT_APPLICABLE, (
+            f"values differ because a field is wrong: see {', '.join(wrong)} "
+            f"(read {short(f.got)}, tolist() is {short(f.want)})"
+        )
+    return FAILED, f"read {short(f.got)}, but tolist() is {short(f.want)}"
+
+@_rule("read-only-flag", "READ_ONLY is set exactly when the source is read-only", "read-only")
 def _r_read_only(s: Subject) -> Outcome:
     if s.readonly is None:
         return (
@@ -281,7 +533,8 @@ def _r_read_only(s: Subject) -> Outcome:
     return FAILED, f"source is writable but READ_ONLY is set (flags={view.flags})"
 
 
-@_rule("read-only-legacy", "read-only memory is never exported as a legacy capsule (BufferError)")
+@_rule("read-only-legacy", "read-only memory is never exported as a legacy capsule (BufferError)",
+       "read-only")  # fmt: skip
 def _r_read_only_legacy(s: Subject) -> Outcome:
     if s.readonly is None:
         return (
@@ -301,7 +554,7 @@ def _r_read_only_legacy(s: Subject) -> Outcome:
     return WARNING, f"__dlpack__() refused with {exc_text(err)}, not BufferError"
 
 
-@_rule("copy-true", "copy=True sets IS_COPIED, does not alias the source, keeps the values")
+@_rule("copy-true", "copy=True sets IS_COPIED, does not alias the source, keeps the values", "copy")
 def _r_copy_true(s: Subject) -> Outcome:
     skip = _legacy_only(s)
     if skip:
@@ -334,7 +587,8 @@ def _r_copy_true(s: Subject) -> Outcome:
     return PASSED, f"IS_COPIED set, data {cview.start:#x} apart from the source's {bview.start:#x}"
 
 
-@_rule("copy-false", "copy=False never copies: same data pointer as copy=None, IS_COPIED clear")
+@_rule("copy-false", "copy=False never copies: same data pointer as copy=None, IS_COPIED clear",
+       "copy")  # fmt: skip
 def _r_copy_false(s: Subject) -> Outcome:
     skip = _legacy_only(s)
     if skip:
@@ -364,7 +618,7 @@ def _r_copy_false(s: Subject) -> Outcome:
     return PASSED, f"copy=False and copy=None share data {view.start:#x}; IS_COPIED clear on both"
 
 
-@_rule("dl-device-own", "dl_device=__dlpack_device__() is accepted and honoured")
+@_rule("dl-device-own", "dl_device=__dlpack_device__() is accepted and honoured", "dl_device")
 def _r_dl_device_own(s: Subject) -> Outcome:
     skip = _legacy_only(s)
     if skip:
@@ -384,7 +638,8 @@ def _r_dl_device_own(s: Subject) -> Outcome:
 
 
 @_rule(
-    "dl-device-impossible", "an impossible dl_device raises BufferError or ValueError, not a crash"
+    "dl-device-impossible", "an impossible dl_device raises BufferError or ValueError, not a crash",
+    "dl_device",
 )
 def _r_dl_device_bad(s: Subject) -> Outcome:
     skip = _legacy_only(s)
@@ -406,6 +661,7 @@ def _r_dl_device_bad(s: Subject) -> Outcome:
 @_rule(
     "stream-cpu",
     "host producers accept stream=None and refuse stream=1 with BufferError/ValueError",
+    "stream",
 )
 def _r_stream(s: Subject) -> Outcome:
     if not s.host:

@@ -1,6 +1,7 @@
 """What a conformance check reports: the statuses, :class:`RuleResult` (one
-rule's outcome) and :class:`Report` (all of them for one subject), and how
-an outcome's detail words the values and exceptions it saw."""
+check's outcome, naming the rule of :data:`bridge.kit.rules.RULES` it judges)
+and :class:`Report` (all of them for one subject), and how an outcome's
+detail words the values and exceptions it saw."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PASSED", "FAILED", "WARNING", "NOT_APPLICABLE", "STATUSES", "RuleResult", "Report",
+from bridge.kit.rules import RULES, Rule
+
+__all__ = ["PASSED", "FAILED", "WARNING", "NOT_APPLICABLE", "STATUSES", "RENAMED", "RuleResult", "Report",
            "short", "exc_text"]  # fmt: skip
 
 PASSED = "passed"
@@ -20,17 +23,33 @@ STATUSES = (PASSED, FAILED, WARNING, NOT_APPLICABLE)
 
 @dataclass(frozen=True, slots=True)
 class RuleResult:
-    """The outcome of one rule: ``name``, ``status`` (one of :data:`PASSED`,
-    :data:`FAILED`, :data:`WARNING`, :data:`NOT_APPLICABLE`) and ``detail``
-    (what was observed, or why the rule does not apply)."""
+    """The outcome of one check: ``name`` (the check's, unique in a report:
+    what ``report[name]`` and the pytest plugin's ``ignore=`` take),
+    ``status`` (one of :data:`PASSED`, :data:`FAILED`, :data:`WARNING`,
+    :data:`NOT_APPLICABLE`), ``detail`` (what was observed, or why the check
+    does not apply) and ``rule``: the key of :data:`bridge.kit.rules.RULES`
+    the check judges, whose spec and section :meth:`cite` gives."""
 
     name: str
     status: str
     detail: str
+    rule: str = ""
+
+    def spec_rule(self) -> Rule | None:
+        """The :class:`~bridge.kit.rules.Rule` this result judges (None for an unnamed one)."""
+        return RULES.get(self.rule)
+
+    def cite(self) -> str:
+        """``"<rule>: <spec>, <section>"``, how a report names the rule's source."""
+        r = self.spec_rule()
+        return f"{r.name}: {r.cite()}" if r is not None else self.rule
 
     def to_dict(self) -> dict[str, str]:
-        """``{"name", "status", "detail"}``, JSON-ready."""
-        return {"name": self.name, "status": self.status, "detail": self.detail}
+        """``{"name", "status", "detail", "rule", "spec", "url"}``, JSON-ready
+        (``spec`` is the rule's spec and section)."""
+        r = self.spec_rule()
+        return {"name": self.name, "status": self.status, "detail": self.detail, "rule": self.rule,
+                "spec": r.cite() if r is not None else "", "url": r.url if r is not None else ""}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -73,10 +92,13 @@ class Report:
         return not self.failed
 
     def __getitem__(self, name: str) -> RuleResult:
-        """The entry for rule ``name``; KeyError when there is none."""
+        """The entry for check ``name``; KeyError when there is none (naming
+        the new name of a renamed check, :data:`RENAMED`)."""
         for e in self.entries:
             if e.name == name:
                 return e
+        if name in RENAMED:
+            raise KeyError(f"{name!r} was renamed {RENAMED[name]!r}")
         raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
@@ -109,27 +131,33 @@ class Report:
                     raise
             else:
                 table = Table(title=f"DLPack conformance: {self.subject}", title_justify="left")
-                table.add_column("rule", no_wrap=True)
+                table.add_column("check", no_wrap=True)
                 table.add_column("status", no_wrap=True)
+                table.add_column("rule (spec, section)", overflow="fold")
                 table.add_column("detail", overflow="fold")
                 for e in self.entries:
-                    table.add_row(e.name, e.status, e.detail)
+                    table.add_row(e.name, e.status, e.cite(), e.detail)
                 out = io.StringIO()
                 console = Console(file=out, width=width, color_system=None, force_terminal=False)
                 console.print(table)
                 console.print(self.summary())
                 return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
-        name_w = max([len(e.name) for e in self.entries] + [4])
+        name_w = max([len(e.name) for e in self.entries] + [5])
         lines = [
             f"DLPack conformance: {self.subject}",
-            f"{'rule':<{name_w}}  {'status':<14}  detail",
+            f"{'check':<{name_w}}  {'status':<14}  detail [rule: spec, section]",
         ]
-        lines += [f"{e.name:<{name_w}}  {e.status:<14}  {e.detail}" for e in self.entries]
+        lines += [f"{e.name:<{name_w}}  {e.status:<14}  {e.detail} [{e.cite()}]" for e in self.entries]
         lines.append(self.summary())
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
+
+
+#: Checks renamed since an earlier release: old name -> new name. An old
+#: name is an error that names the new one (in ``ignore=`` and ``report[...]``).
+RENAMED: dict[str, str] = {"strides-non-null": "strides", "dtype-native-known": "dtype"}
 
 
 def short(values: Any, limit: int = 60) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.kit import rules as spec_rules
 from bridge.kit.capsules import HOST_DEVICES, read_values
 from bridge.kit.conformance_report import exc_text
 
@@ -171,22 +172,28 @@ Check = Callable[[Subject], Outcome]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A producer rule: its ``name``, the one-line ``doc`` of what it checks,
-    and the ``check`` that judges a :class:`Subject`."""
+    """A producer check: its ``name``, the one-line ``doc`` of what it checks,
+    the ``check`` that judges a :class:`Subject`, and ``rule``, the key of
+    :data:`bridge.kit.rules.RULES` it judges (its results cite it)."""
 
     name: str
     doc: str
     check: Check
+    rule: str
 
 
-def registrar(rules: list[Rule]) -> Callable[[str, str], Callable[[Check], Check]]:
-    """A decorator factory: ``@rule(name, doc)`` on a check function appends
-    ``Rule(name, doc, fn)`` to ``rules`` (so they run in definition order) and
-    leaves the function as it is."""
+def registrar(rules: list[Rule]) -> Callable[[str, str, str], Callable[[Check], Check]]:
+    """A decorator factory: ``@rule(name, doc, spec_rule)`` on a check
+    function appends ``Rule(name, doc, fn, spec_rule)`` to ``rules`` (so they
+    run in definition order) and leaves the function as it is. KeyError
+    (at import) for a ``spec_rule`` that :data:`~bridge.kit.rules.RULES`
+    does not hold."""
 
-    def rule(name: str, doc: str) -> Callable[[Check], Check]:
+    def rule(name: str, doc: str, spec_rule: str) -> Callable[[Check], Check]:
+        spec_rules.rule(spec_rule)  # a check cites only a rule of the one table
+
         def register(fn: Check) -> Check:
-            rules.append(Rule(name, doc, fn))
+            rules.append(Rule(name, doc, fn, spec_rule))
             return fn
 
         return register

@@ -13,7 +13,10 @@ balanced once the consumer's object dies; refusals of the types the array API
 names; ``copy``/``dl_device`` honoured. Zero-copy is proven by address (the
 consumer's first element is the producer's).
 
-Verdicts: ``zero-copy``, ``copy``, ``unverified`` (the exchange worked but the
+Verdicts: ``zero-copy``, ``copy`` (with why, where the consumer's other cells
+tell: requested, read-only, alignment, dtype, layout; ``reason`` in the JSON),
+``empty`` (a zero-size tensor crossed intact: no bytes to share, so neither
+copy nor zero-copy), ``unverified`` (the exchange worked but the
 checker cannot observe the result's address or values), ``refused``,
 ``violation`` (with the rule), ``crash`` (the cells run in child processes, so
 a crash ends only the cell it happened in; the run resumes after it), and

@@ -4,8 +4,10 @@ what came back (:func:`run_cell`).
 The checks, in order: the consumer takes the object or refuses it with an
 exception type the protocols allow; the values are equal bit for bit; a
 read-only source does not come back writable; the result's address tells
-zero-copy from copy; and bridge's DLPack/Arrow counters balance once the
-consumer's object dies.
+zero-copy from copy (a zero-size tensor is ``empty``: it has no bytes to
+share); and bridge's DLPack/Arrow counters balance once the consumer's object
+dies. Why a copy copied is told after the run, from the consumer's other
+cells (:func:`bridge.kit.matrix_grid.copy_reasons`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.kit.matrix_grid import Cell
+from bridge.kit.matrix_grid import ALIGNMENT, Cell
 from bridge.kit.matrix_peers import Consumer, NotMade, arrow_address, produce
 
 __all__ = ["run_cell"]
@@ -286,6 +288,13 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
         return _violate(cell, _values_rule(cell), "values differ")
+    if expected.size == 0:
+        # No bytes to share: neither a copy nor zero-copy, whatever the
+        # addresses; and read-only cannot be lost through a write that has no
+        # element to land on.
+        cell.verdict = "empty"
+        cell.detail = cell.detail or "zero-size tensor: no bytes to share, shape and dtype intact"
+        return cell
     if cell.readonly:
         broken = _read_only_broken(cell, consumer, obj, result, expected)
         if broken:
@@ -294,11 +303,9 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         dst_addr = consumer.address(result)
     except Exception:
         dst_addr = None
-    empty = expected.size == 0
-    if empty:
-        cell.verdict = "zero-copy" if dst_addr == src_addr else "copy"
-        cell.detail = cell.detail or "empty tensor: nothing to share"
-    elif src_addr is None or dst_addr is None:
+    if src_addr is not None:
+        cell.aligned = src_addr % ALIGNMENT == 0
+    if src_addr is None or dst_addr is None:
         cell.verdict = "unverified"
         cell.detail = cell.detail or "addresses not observable; values equal"
     elif dst_addr == src_addr:
@@ -316,7 +323,7 @@ def _read_only_broken(cell: Cell, consumer: Consumer, obj: Any, result: Any,
     with the consumer's own API; if that lands in the read-only source, the
     consumer made it writable. (The matrix runs each producer in a child
     process: a write that faults ends only this cell.)"""
-    if expected.size and consumer.poke is not None:
+    if consumer.poke is not None:
         try:
             consumer.poke(result, _poke_value(expected))
         except Exception:

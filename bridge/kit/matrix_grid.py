@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from bridge.core import dtypes as _dtypes
 
-__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_PEERS", "VERDICTS", "Cell",
-           "available", "bridge_at_fault", "culprits", "iter_cells"]  # fmt: skip
+__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_PEERS", "VERDICTS",
+           "COPY_REASONS", "ALIGNMENT", "Cell", "available", "bridge_at_fault", "culprits", "copy_reasons",
+           "iter_cells"]  # fmt: skip
 
 LAYOUTS = (
     "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "0-d", "zero-size",
@@ -38,7 +40,16 @@ HEAVY_PEERS = ("tensorflow", "warp")
 # A peer's import name (by default, the peer's name).
 _MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core"}
 #: What a cell can end as; :mod:`bridge.kit.matrix` says what each means.
-VERDICTS = ("zero-copy", "copy", "unverified", "refused", "violation", "crash", "n/a")
+#: ``empty``: a zero-size tensor crossed intact; it has no bytes to share,
+#: so it is neither a copy nor zero-copy.
+VERDICTS = ("zero-copy", "copy", "empty", "unverified", "refused", "violation", "crash", "n/a")
+#: Why a ``copy`` cell copied, as :func:`copy_reasons` tells it from the
+#: consumer's other cells (empty when they do not tell).
+COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout")
+#: The alignment, in bytes, a source's first element is checked for (what
+#: consumers that copy unaligned memory ask for; jax shares exactly the
+#: sources aligned so in the matrix).
+ALIGNMENT = 64
 
 
 @dataclasses.dataclass
@@ -60,6 +71,12 @@ class Cell:
     #: (the DLPack C exchange API, no capsule), ``"__dlpack__"`` (a capsule), or
     #: empty where the protocol has one path.
     path: str = ""
+    #: For a ``copy``, why (one of :data:`COPY_REASONS`, filled in by
+    #: :func:`copy_reasons` once the grid has run); empty otherwise.
+    reason: str = ""
+    #: Whether the producer's first element is :data:`ALIGNMENT`-byte
+    #: aligned; None where its address is unknown.
+    aligned: bool | None = None
 
     @property
     def case(self) -> str:
@@ -144,6 +161,51 @@ def culprits(cells: list[Cell]) -> list[str]:
         else:
             out.append(c.consumer)
     return out
+
+
+def copy_reasons(cells: list[Cell]) -> None:
+    """Fill in each ``copy`` cell's ``reason`` from the consumer's behaviour:
+    the cells of the same producer, consumer and protocol that were
+    zero-copy. The first of these that holds names the reason; none holds,
+    none is named:
+
+    - ``requested``: the protocol asks for a copy (``dlpack-copy``);
+    - ``read-only``: the same dtype and layout, writable, was shared;
+    - ``alignment``: the source was not :data:`ALIGNMENT`-byte aligned, an
+      aligned source was shared, and no unaligned one was (the consumer's
+      shared sources are exactly its aligned ones);
+    - ``dtype``: another dtype of the same layout was shared, and no case of
+      this dtype was;
+    - ``layout``: a strided (not contiguous) source, whose dtype was shared
+      when contiguous (and alignment cannot be the cause: the source was
+      aligned, or an unaligned source was shared).
+    """
+    shared: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
+    for c in cells:
+        if c.verdict == "zero-copy":
+            shared[(c.producer, c.consumer, c.protocol)].append(c)
+    for c in cells:
+        if c.verdict == "copy":
+            c.reason = _why_copied(c, shared.get((c.producer, c.consumer, c.protocol), []))
+
+
+def _why_copied(c: Cell, zero: list[Cell]) -> str:
+    if c.protocol == "dlpack-copy":
+        return "requested"
+    same_case = [z for z in zero if z.layout == c.layout and z.readonly == c.readonly]
+    unaligned_shared = any(z.aligned is False for z in zero)
+    if c.readonly and any(z.dtype == c.dtype and z.layout == c.layout and not z.readonly for z in zero):
+        return "read-only"
+    if c.aligned is False and not unaligned_shared and any(z.aligned for z in zero):
+        return "alignment"
+    if any(z.dtype != c.dtype for z in same_case) and not any(z.dtype == c.dtype for z in zero):
+        return "dtype"
+    alignment_ruled_out = c.aligned is not False or unaligned_shared
+    contiguous_shared = any(z.layout == "contiguous" and z.dtype == c.dtype and z.readonly == c.readonly
+                            for z in zero)  # fmt: skip
+    if c.layout != "contiguous" and contiguous_shared and alignment_ruled_out:
+        return "layout"
+    return ""
 
 
 def iter_cells(cells: list[Cell], **where: Any) -> Iterator[Cell]:

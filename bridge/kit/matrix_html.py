@@ -15,7 +15,8 @@ escaped so that no detail text can end the block). It shows, top to bottom:
   by their worst verdict (:data:`bridge.kit.matrix_tables.SEVERITY`) and show
   the count of each verdict; each holds a button that shows its cases (dtype,
   layout, read-only, verdict, rule and citation, detail, path) in the panel
-  ``#details``, built with ``textContent`` so details are shown, never parsed.
+  ``#details``, built with ``textContent`` so details are shown, never parsed;
+  a copy's verdict says why it copied where that is known (``copy (layout)``).
 
 Peers and protocols come from the cells (in the order of
 :data:`~bridge.kit.matrix_grid.PEERS` and
@@ -39,12 +40,14 @@ __all__ = ["to_html", "write_html", "COLOURS", "LETTERS"]
 
 #: The background colour of each verdict on the page (the legend says which).
 COLOURS: dict[str, str] = {
-    "zero-copy": "#b7e4c7", "copy": "#ffe08a", "unverified": "#fff3bf", "refused": "#c5d8f7",
+    "zero-copy": "#b7e4c7", "copy": "#ffe08a", "empty": "#d8f3dc", "unverified": "#fff3bf", "refused": "#c5d8f7",
     "violation": "#ffa8a8", "crash": "#c92a2a", "n/a": "#e9ecef",
 }  # fmt: skip
 _MEANING = {
     "zero-copy": "the consumer reads the producer's memory (proven by address)",
-    "copy": "the values crossed intact, in new memory",
+    "copy": "the values crossed intact, in new memory (why, where the consumer's other cells tell: "
+            "requested, read-only, alignment, dtype, layout)",
+    "empty": "a zero-size tensor crossed intact: no bytes to share, so neither copy nor zero-copy",
     "unverified": "the exchange worked; the checker cannot observe the result's address or values",
     "refused": "the consumer refused with an exception the protocol allows",
     "violation": "a spec rule was broken (the rule is named)",
@@ -53,7 +56,7 @@ _MEANING = {
 }  # fmt: skip
 #: The letter a grid cell shows before each verdict's count.
 LETTERS: dict[str, str] = {"crash": "X", "violation": "V", "copy": "c", "unverified": "u", "refused": "r",
-                           "zero-copy": "z", "n/a": "-"}  # fmt: skip
+                           "zero-copy": "z", "empty": "e", "n/a": "-"}  # fmt: skip
 # Unknown verdicts (added to the grid after this page) get a neutral colour.
 _OTHER_COLOUR = "#dee2e6"
 
@@ -137,7 +140,7 @@ _JS = """
       tr.className = 'case';
       tr.dataset.verdict = verdict;
       tr.append(el('td', S[r[0]]), el('td', S[r[1]]), el('td', r[2] ? 'yes' : 'no'));
-      const v = el('td', verdict, 'verdict');
+      const v = el('td', r[7] ? `${verdict} (${S[r[7]]})` : verdict, 'verdict');
       v.dataset.verdict = verdict;
       v.style.background = data.colours[verdict] || data.other;
       tr.append(v);
@@ -192,7 +195,7 @@ def _payload(cells: list[Cell]) -> dict[str, object]:
     for c in sorted(cells, key=lambda c: (rank.get(c.verdict, len(rank)), c.dtype, c.layout, c.readonly)):
         key = "\0".join((c.producer, c.consumer, c.protocol))
         grouped[key].append([sid(c.dtype), sid(c.layout), int(c.readonly), sid(c.verdict), sid(c.rule),
-                             sid(c.detail), sid(c.path)])  # fmt: skip
+                             sid(c.detail), sid(c.path), sid(c.reason)])  # fmt: skip
     used_rules = {c.rule for c in cells if c.rule}
     return {
         "strings": list(strings),

@@ -24,7 +24,7 @@ from typing import Any
 
 from bridge.kit.isolation import emit, run_child
 from bridge.kit.matrix_cell import run_cell
-from bridge.kit.matrix_grid import _MODULE, LAYOUTS, Cell
+from bridge.kit.matrix_grid import _MODULE, LAYOUTS, Cell, copy_reasons
 from bridge.kit.matrix_peers import Consumer, consumers
 
 __all__ = ["plan", "run_matrix", "worker", "run_worker", "crash_line"]
@@ -214,7 +214,8 @@ def run_matrix(cells: list[Cell], progress: Callable[[Cell], None] | None = None
     protocol and layout) in forks of itself; when the producer itself crashed
     making a case, the other cells of that case are marked without being run
     again (making the case does not depend on the consumer); when importing a
-    consumer crashed, that consumer's cells in the group are marked so."""
+    consumer crashed, that consumer's cells in the group are marked so. Each
+    copy's reason is filled in at the end (:func:`~bridge.kit.matrix_grid.copy_reasons`)."""
     groups: dict[str, list[Cell]] = defaultdict(list)
     for c in sorted(cells, key=lambda c: (c.producer, c.consumer)):
         groups[_group_of(c)].append(c)
@@ -223,7 +224,9 @@ def run_matrix(cells: list[Cell], progress: Callable[[Cell], None] | None = None
     with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1)) as pool:
         parts = list(pool.map(lambda todo: _run_group(todo, progress, risky, code or _WORKER), order))
     done = {c.key(): c for part in parts for c in part}
-    return [done[c.key()] for c in cells]
+    results = [done[c.key()] for c in cells]
+    copy_reasons(results)
+    return results
 
 
 def _run_group(todo: list[Cell], progress: Callable[[Cell], None] | None,

@@ -28,13 +28,14 @@ __all__ = ["SEVERITY", "SHORT", "worst", "ordered", "summarise", "to_markdown", 
 #: a crash (the process died) outranks a violation (a broken spec rule); a
 #: copy (a cost the reader may not expect) outranks ``unverified`` (it worked,
 #: the checker could not observe how); a refusal is allowed by the specs but
-#: still a gap, so it outranks ``zero-copy``; ``n/a`` (nothing was exchanged)
-#: is last. A group of cells shows its worst verdict by this order.
-SEVERITY: tuple[str, ...] = ("crash", "violation", "copy", "unverified", "refused", "zero-copy", "n/a")
+#: still a gap, so it outranks ``zero-copy``; ``empty`` (a zero-size tensor
+#: crossed intact, with no bytes to share) follows it; ``n/a`` (nothing was
+#: exchanged) is last. A group of cells shows its worst verdict by this order.
+SEVERITY: tuple[str, ...] = ("crash", "violation", "copy", "unverified", "refused", "zero-copy", "empty", "n/a")
 #: Verdict names short enough for a column of an 80-column table; the
 #: unexpected ones in capitals.
-SHORT: dict[str, str] = {"zero-copy": "0copy", "copy": "copy", "unverified": "unver", "refused": "refus",
-                         "violation": "VIOL", "crash": "CRASH", "n/a": "n/a"}  # fmt: skip
+SHORT: dict[str, str] = {"zero-copy": "0copy", "copy": "copy", "empty": "empty", "unverified": "unver",
+                         "refused": "refus", "violation": "VIOL", "crash": "CRASH", "n/a": "n/a"}  # fmt: skip
 # A verdict this list does not know (added after it) sorts just before n/a.
 _RANK = {v: i for i, v in enumerate(SEVERITY)}
 
@@ -77,7 +78,9 @@ def to_markdown(cells: list[Cell]) -> str:
     """A Markdown report: the summary table, then the violations and crashes,
     one row per (library held responsible, verdict, producer, consumer,
     rule) with the rule (name, linked to the spec, and the spec's section),
-    the protocols, the number of cells, the cases and one example detail."""
+    the protocols, the number of cells, the cases and one example detail;
+    then the copies (copy=True cells aside) per producer, consumer and
+    protocol with their reasons (:func:`~bridge.kit.matrix_grid.copy_reasons`)."""
     lines = ["| producer | consumer | protocol | " + " | ".join(VERDICTS) + " |",
              "|---|---|---|" + "---|" * len(VERDICTS)]  # fmt: skip
     for r in summarise(cells):
@@ -100,12 +103,23 @@ def to_markdown(cells: list[Cell]) -> str:
             example = f"{members[0].protocol} {members[0].case}: {members[0].detail}"
             lines.append(f"| {who} | {verdict} | {producer} | {consumer} | {_rule_markdown(rule).replace('|', '/')} | "
                          f"{protocols} | {len(members)} | {cases} | {example.replace('|', '/')} |")  # fmt: skip
+    why: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
+    for c in cells:
+        if c.verdict == "copy" and c.protocol != "dlpack-copy":
+            why[(c.producer, c.consumer, c.protocol)][c.reason] += 1
+    if why:
+        lines += ["", "## Copies, and why", "",
+                  "| producer | consumer | protocol | copies | why (where the consumer's other cells tell) |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for (producer, consumer, protocol), n in sorted(why.items()):
+            reasons = _reasons(n).strip(" ()") or "not told"
+            lines.append(f"| {producer} | {consumer} | {protocol} | {sum(n.values())} | {reasons} |")
     return "\n".join(lines) + "\n"
 
 
 # A line of the terminal report and the rich style it is printed in ("" plain).
 _Line = tuple[str, str]
-_STYLE = {"zero-copy": "green", "copy": "yellow", "unverified": "yellow", "refused": "blue",
+_STYLE = {"zero-copy": "green", "copy": "yellow", "empty": "green", "unverified": "yellow", "refused": "blue",
           "violation": "red", "crash": "bold red", "n/a": "dim"}  # fmt: skip
 # How many groups of crashes and violations the terminal report lists before
 # it points at the full reports.
@@ -138,6 +152,12 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _reasons(counter: Counter[str]) -> str:
+    """`` (layout 8, alignment 2)``: the copies' known reasons, most first; empty when none is known."""
+    known = [(r, n) for r, n in counter.most_common() if r]
+    return f" ({', '.join(f'{r} {n}' for r, n in known)})" if known else ""
+
+
 def _counts(counter: Counter[str]) -> str:
     return ", ".join(f"{n} {v}" for v, n in sorted(counter.items(), key=lambda kv: (_rank(kv[0]), kv[0])) if n)
 
@@ -148,7 +168,7 @@ def format_table(cells: list[Cell], width: int = 80) -> list[tuple[str, str]]:
     violations, counted per library as producer and as consumer, then grouped
     by verdict, producer, consumer and rule, each group with its protocols,
     its count, its cases and one example detail, bridge's own failures first (at most 25 groups, then a count of the rest); the copies,
-    one line per protocol; a table of the verdicts per protocol; the expected
+    one line per protocol, each pair's count with its known reasons; a table of the verdicts per protocol; the expected
     ``refused`` and ``n/a`` cells, one line per protocol."""
     width = max(width, 40)
     out: list[_Line] = []
@@ -199,14 +219,19 @@ def format_table(cells: list[Cell], width: int = 80) -> list[tuple[str, str]]:
                 width, "  ")]  # fmt: skip
 
     copies: dict[str, Counter[str]] = defaultdict(Counter)
+    why: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for c in cells:
         if c.verdict == "copy" and c.protocol != "dlpack-copy":  # there a copy is what was asked for
             copies[c.protocol][f"{c.producer}->{c.consumer}"] += 1
+            why[(c.protocol, f"{c.producer}->{c.consumer}")][c.reason] += 1
     if copies:
         n_copies = sum(sum(v.values()) for v in copies.values())
-        out += [("", ""), (f"Copies: {n_copies} cells (not zero-copy; copy=True cells not counted)", "bold yellow")]
+        head = (f"Copies: {n_copies} cells (copy=True cells not counted), with why where the consumer's "
+                "other cells tell")  # fmt: skip
+        out += [("", "")] + [(line, "bold yellow") for line in _wrap(head, width, "")]
         for protocol in ordered(copies, protocols):
-            pairs = ", ".join(f"{pair} {n}" for pair, n in copies[protocol].most_common())
+            pairs = ", ".join(f"{pair} {n}{_reasons(why[(protocol, pair)])}"
+                              for pair, n in copies[protocol].most_common())  # fmt: skip
             out += [(line, "") for line in _wrap(f"{protocol}: {pairs}", width, "  ", 3)]
 
     out += [("", ""), ("Cells per protocol and verdict", "bold")]

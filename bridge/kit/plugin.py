@@ -6,8 +6,11 @@
 * marker ``@pytest.mark.dlpack_producer(factory, consumer=None, ignore=())``:
   after the marked test's own body passes, the plugin runs
   ``bridge.check(factory, consumer=consumer)`` and fails the test with the
-  failed rules unless every rule not listed in ``ignore`` passed (warnings and
-  not-applicable entries do not fail it). The body may be just ``pass``.
+  failed checks unless every check not listed in ``ignore`` passed (warnings
+  and not-applicable entries do not fail it). The body may be just ``pass``.
+  A name in ``ignore`` that is no check's (``stream_cpu`` for
+  ``stream-cpu``) is a ValueError listing the valid names; a renamed check's
+  old name is a ValueError naming the new one.
   pytest treats a marker called with one class or named function and nothing
   else as a decorator, so write ``dlpack_producer(factory=MyArray)`` (or a
   lambda) for those.
@@ -70,13 +73,17 @@ def dlpack_conformance() -> ConformanceCheck:
 
 def conformance_failure(report: Report, ignore: Iterable[str] = ()) -> str | None:
     """The failure message for ``report`` (a :class:`bridge.kit.conformance.Report`),
-    or None when every failed rule is in ``ignore``."""
-    skip = set(ignore)
+    or None when every failed check is in ``ignore``. ValueError when
+    ``ignore`` names a check that does not exist (listing the valid names)
+    or was renamed (naming the new one): see :func:`bridge.kit.conformance.check_names`."""
+    from bridge.kit.conformance import check_names
+
+    skip = check_names(ignore)
     failed = [e for e in report.failed if e.name not in skip]
     if not failed:
         return None
     lines = [f"DLPack producer {report.subject} failed {len(failed)} rule(s):"]
-    lines += [f"  {e.name}: {e.detail}" for e in failed]
+    lines += [f"  {e.name}: {e.detail} [{e.cite()}]" for e in failed]
     return "\n".join(lines)
 
 
@@ -95,9 +102,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             f"got {len(subjects)}",
             pytrace=False,
         )
-    from bridge.kit.conformance import check
+    from bridge.kit.conformance import check, check_names
 
-    ignore = kwargs.pop("ignore", ())
+    ignore = check_names(kwargs.pop("ignore", ()))  # a typo is an error before the checks run
     report = check(subjects[0], **kwargs)
     message = conformance_failure(report, ignore)
     if message is not None:

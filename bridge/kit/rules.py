@@ -1,11 +1,16 @@
-"""The rules the matrix checks, each one a spec states.
+"""The rules the kit checks, each one a spec states: one table for the
+matrix and for :func:`bridge.check`.
 
-A cell's verdict names the rule it broke (:attr:`bridge.kit.matrix_grid.Cell.rule`);
-:data:`RULES` maps that name to the spec, the section and the words of the rule,
-so a report can say exactly which sentence of which spec was broken, and a
-user can read it there. Nothing is checked that no spec asks for: a copy
-where zero-copy was possible is reported (the ``copy`` verdict) but is not a
-violation.
+A matrix cell's verdict names the rule it broke
+(:attr:`bridge.kit.matrix_grid.Cell.rule`), and every result of
+:func:`bridge.check` names the rule its check judges
+(:attr:`bridge.kit.conformance_report.RuleResult.rule`); :data:`RULES` maps
+that name to the spec, the section and the words of the rule, so a report can
+say exactly which sentence of which spec was broken, and a user can read it
+there. Nothing is judged that no spec asks for: a copy where zero-copy was
+possible is reported (the ``copy`` verdict) but is not a violation; where the
+kit asks for more than a spec's "must" (a versioned answer to ``max_version``,
+which the array API recommends), the rule's text says so.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ _ARRAY_DLPACK = (
     "https://data-apis.org/array-api/latest/API_specification/generated/array_api.array.__dlpack__.html"
 )
 _ARROW_C = "https://arrow.apache.org/docs/format/CDataInterface.html"
+_DLPACK_PY = "https://dmlc.github.io/dlpack/latest/python_spec.html"
+_ARRAY_DLPACK_DEVICE = (
+    "https://data-apis.org/array-api/latest/API_specification/generated/array_api.array.__dlpack_device__.html"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,31 +53,57 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "The consumer's array holds the producer's elements: element i sits at "
          "data + byte_offset + sum(index * stride) * itemsize.", _DLPACK_C),
     Rule("strides", "DLPack C API", "DLTensor.strides",
-         "Strides are in elements and may be zero or negative (DLPack >= 1.2: never NULL); a consumer "
-         "honours them or refuses the tensor, it never reads it as compact.", _DLPACK_C),
+         "Strides are in elements and may be zero or negative (DLPack >= 1.2: never NULL for ndim > 0); "
+         "a producer's strides are its memory's layout, and a consumer honours them or refuses the "
+         "tensor, it never reads it as compact.", _DLPACK_C),
     Rule("shape", "DLPack C API", "DLTensor.ndim / shape",
-         "A 0-d tensor has ndim 0 and one element; a zero-size tensor has a 0 extent and no elements "
-         "(its data may be NULL); both cross intact.", _DLPACK_C),
+         "ndim and shape are the array's (never NULL for ndim > 0, never a negative ndim); a 0-d tensor "
+         "has ndim 0 and one element; a zero-size tensor has a 0 extent and no elements (its data may "
+         "be NULL); both cross intact.", _DLPACK_C),
     Rule("dtype", "DLPack C API", "DLDataType",
-         "The element type (code, bits, lanes) crosses unchanged: a uint16 does not arrive as "
+         "The element type is a DLDataTypeCode with a bit width dlpack.h defines for it, lanes 1 for "
+         "arrays, in native byte order, and it crosses unchanged: a uint16 does not arrive as "
          "bfloat16, a bool not as uint8.", _DLPACK_C),
     Rule("read-only", "DLPack C API", "DLPACK_FLAG_BITMASK_READ_ONLY",
-         "Memory the producer lends read-only must not be written by the consumer: the consumer "
-         "refuses it or gives back an array that cannot be written through.", _DLPACK_C),
+         "A producer sets READ_ONLY exactly when its memory is read-only, and never lends such memory "
+         "in a legacy capsule, which cannot say so; the consumer must not write it: it refuses it or "
+         "gives back an array that cannot be written through.", _DLPACK_C),
     Rule("deleter", "DLPack C API", "DLManagedTensorVersioned.deleter",
          "The consumer calls the producer's deleter exactly once, when it no longer needs the "
-         "memory.", _DLPACK_C),
+         "memory (a capsule dropped unconsumed calls it from its destructor); the memory stays valid "
+         "until then, whatever becomes of the producer object.", _DLPACK_C),
+    Rule("device", "Array API", "array.__dlpack_device__",
+         "__dlpack_device__() returns a tuple of two ints: a DLDeviceType dlpack.h defines and a "
+         "device id >= 0.", _ARRAY_DLPACK_DEVICE),
+    Rule("capsule", "DLPack Python specification", "PyCapsule names and versions",
+         "__dlpack__ returns a PyCapsule named 'dltensor' (a DLManagedTensor) or 'dltensor_versioned' "
+         "(a DLManagedTensorVersioned of major version 1); a consumer refuses any other name, and a "
+         "major version it does not know, without calling the deleter of a struct it cannot read.",
+         _DLPACK_PY),
+    Rule("max_version", "Array API", "array.__dlpack__(max_version=...)",
+         "A producer answers a max_version below 1.0 with a legacy 'dltensor' capsule and one of 1.x "
+         "or more with a 'dltensor_versioned' capsule of major version 1 (a legacy answer is allowed "
+         "but cannot carry READ_ONLY or IS_COPIED: this kit requires the versioned one); a consumer "
+         "takes either.", _ARRAY_DLPACK),
+    Rule("signature", "Array API", "array.__dlpack__ signature",
+         "__dlpack__ takes the keyword-only stream, max_version, dl_device and copy and raises "
+         "TypeError for any other keyword; a consumer retries without the new keywords when an old "
+         "producer raises TypeError for them.", _ARRAY_DLPACK),
+    Rule("stream", "Array API", "array.__dlpack__(stream=...)",
+         "For memory without a stream concept (CPU) stream is None; a stream the producer cannot "
+         "use there is refused with BufferError or ValueError.", _ARRAY_DLPACK),
     Rule("exceptions", "Array API", "from_dlpack / array.__dlpack__, Raises",
          "An exchange that cannot be done is refused with BufferError (data that cannot be "
          "exported or imported), TypeError (an object that is not an array of the protocol) or "
          "ValueError (a copy that copy=False forbids); not RuntimeError or a library's own type.",
          _FROM_DLPACK),
     Rule("copy", "Array API", "from_dlpack(copy=...) / __dlpack__(copy=...)",
-         "copy=True always returns new memory: writing to the result never changes the source.",
+         "copy=True always returns new memory (a producer sets IS_COPIED on it): writing to the result "
+         "never changes the source; copy=False never copies (BufferError where it would have to).",
          _FROM_DLPACK),
     Rule("dl_device", "Array API", "array.__dlpack__(dl_device=...)",
          "__dlpack__ accepts dl_device; asked for the array's own device it exports as without it "
-         "(BufferError only for a device the producer cannot handle).", _ARRAY_DLPACK),
+         "(BufferError, or ValueError, only for a device the producer cannot handle).", _ARRAY_DLPACK),
     Rule("arrow-release", "Arrow C data interface", "Release callback semantics",
          "The consumer calls release exactly once; the producer's memory stays valid until then.",
          _ARROW_C),
