@@ -101,12 +101,12 @@ static PyObject *tensor_check_bounds_py(TensorObject *t, PyObject *const *args, 
   Py_RETURN_NONE;
 }
 
-/* _parts(error=BufferError): (storage, dtype, shape, strides, offset), read
+/* _parts(error=None): (storage, dtype, shape, strides, offset), read
  * in one step and checked against the bytes the storage holds now (`error`
  * when the view reaches past them), so that a set_() or resize_() in another
  * thread cannot mix one geometry with another storage (pickling, deepcopy). */
 static PyObject *tensor_parts_py(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *exc = nargs > 0 ? args[0] : PyExc_BufferError;
+  PyObject *exc = nargs > 0 && args[0] != Py_None ? args[0] : PyExc_BufferError;
   if (!PyExceptionClass_Check(exc)) return PyErr_Format(PyExc_TypeError, "expected an exception class");
   if (bridge_tensor_check_bounds(t, exc) < 0) return NULL;
   PyObject *shape = shape_tuple(t);
@@ -171,8 +171,9 @@ static PyMethodDef tensor_core_methods[] = {
      "_check_bounds($self, error=BufferError, /)\n--\n\nRaise `error` when the view reaches past "
      "the bytes its storage holds now (private)."},
     {"_parts", (PyCFunction)(void (*)(void))tensor_parts_py, METH_FASTCALL,
-     "_parts($self, error=BufferError, /)\n--\n\n(storage, dtype, shape, strides, offset) in "
-     "one step, `error` when the view reaches past its storage's bytes (private)."},
+     "_parts($self, error=None, /)\n--\n\n(storage, dtype, shape, strides, offset) in "
+     "one step; `error` (None: BufferError) when the view reaches past its storage's bytes "
+     "(private)."},
     {"_set_geometry", (PyCFunction)(void (*)(void))tensor_set_geometry, METH_FASTCALL,
      "_set_geometry($self, storage, dtype, shape, strides, offset, /)\n--\n\nRepoint this tensor "
      "(private; set_ and the in-place view ops)."},
