@@ -588,110 +588,113 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 60), // char const *()(struct ArrowArrayStream *)
-/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 88), // struct ArrowArrayStream *
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 63), // char const *()(struct ArrowArrayStream *)
+/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // struct ArrowArrayStream *
 /*  2 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLDeviceType, int32_t, void * *)
+/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLDeviceType, int32_t, void * *)
 /*  4 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
 /*  5 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
 /*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // void * *
 /*  7 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLManagedTensorVersioned *, void * *)
-/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 67), // DLManagedTensorVersioned *
+/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLManagedTensorVersioned *, void * *)
+/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 70), // DLManagedTensorVersioned *
 /* 10 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
 /* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 72), // DLTensor *
+/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // DLTensor *
 /* 14 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // DLManagedTensorVersioned * *
-/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // void *
-/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 58), // void(*)(void *, char const *, char const *)
+/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 106), // void *
+/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 61), // void(*)(void *, char const *, char const *)
 /* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(struct ArrowArrayStream *, struct ArrowArray *)
-/* 19 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 20 */ _CFFI_OP(_CFFI_OP_POINTER, 87), // struct ArrowArray *
-/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 22 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 23 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 24 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // struct ArrowSchema *
-/* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void *, DLManagedTensorVersioned * *)
-/* 27 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 28 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
-/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void *, DLTensor *)
-/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 32 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
-/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 34 */ _CFFI_OP(_CFFI_OP_FUNCTION, 38), // int()(void)
-/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
-/* 37 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 38 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
-/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(DLManagedTensor *)
-/* 41 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // DLManagedTensor *
+/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(int)
+/* 19 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/* 20 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(struct ArrowArrayStream *, struct ArrowArray *)
+/* 22 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 23 */ _CFFI_OP(_CFFI_OP_POINTER, 90), // struct ArrowArray *
+/* 24 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 26 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 27 */ _CFFI_OP(_CFFI_OP_POINTER, 94), // struct ArrowSchema *
+/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void *, DLManagedTensorVersioned * *)
+/* 30 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
+/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void *, DLTensor *)
+/* 34 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 35 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
+/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void)
+/* 38 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
+/* 40 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 41 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
 /* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(DLManagedTensorVersioned *)
-/* 44 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
+/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(DLManagedTensor *)
+/* 44 */ _CFFI_OP(_CFFI_OP_POINTER, 69), // DLManagedTensor *
 /* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowArray *)
-/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 20),
+/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(DLManagedTensorVersioned *)
+/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
 /* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowArrayStream *)
-/* 50 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowArray *)
+/* 50 */ _CFFI_OP(_CFFI_OP_NOOP, 23),
 /* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 52 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(struct ArrowSchema *)
-/* 53 */ _CFFI_OP(_CFFI_OP_NOOP, 24),
+/* 52 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowArrayStream *)
+/* 53 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
 /* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 55 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(void *)
-/* 56 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 55 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowSchema *)
+/* 56 */ _CFFI_OP(_CFFI_OP_NOOP, 27),
 /* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 58 */ _CFFI_OP(_CFFI_OP_FUNCTION, 103), // void()(void *, char const *, char const *)
+/* 58 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(void *)
 /* 59 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 60 */ _CFFI_OP(_CFFI_OP_POINTER, 74), // char const *
-/* 61 */ _CFFI_OP(_CFFI_OP_NOOP, 60),
-/* 62 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 63 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 64 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 65 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 66 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
-/* 67 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
-/* 68 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
-/* 69 */ _CFFI_OP(_CFFI_OP_POINTER, 70), // DLPackExchangeAPIHeader *
-/* 70 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
-/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 72 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 73 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
-/* 74 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 75 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
-/* 76 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 78 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
-/* 79 */ _CFFI_OP(_CFFI_OP_POINTER, 22), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 80 */ _CFFI_OP(_CFFI_OP_POINTER, 26), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 30), // int(*)(void *, DLTensor *)
-/* 82 */ _CFFI_OP(_CFFI_OP_POINTER, 83), // int64_t *
-/* 83 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 84 */ _CFFI_OP(_CFFI_OP_ARRAY, 83), // int64_t[3]
-/* 85 */ (_cffi_opcode_t)(3),
-/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 20), // struct ArrowArray * *
-/* 87 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
-/* 88 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
-/* 89 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
-/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // struct ArrowSchema * *
-/* 91 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
-/* 92 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 93 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 94 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 95 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 96 */ _CFFI_OP(_CFFI_OP_POINTER, 97), // void const * *
-/* 97 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // void const *
-/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 40), // void(*)(DLManagedTensor *)
-/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 43), // void(*)(DLManagedTensorVersioned *)
-/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(struct ArrowArray *)
-/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 49), // void(*)(struct ArrowArrayStream *)
-/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 52), // void(*)(struct ArrowSchema *)
-/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 61 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(void *, char const *, char const *)
+/* 62 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 63 */ _CFFI_OP(_CFFI_OP_POINTER, 77), // char const *
+/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 63),
+/* 65 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 66 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 67 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 68 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 69 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
+/* 70 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
+/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
+/* 72 */ _CFFI_OP(_CFFI_OP_POINTER, 73), // DLPackExchangeAPIHeader *
+/* 73 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
+/* 74 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 75 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 76 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
+/* 77 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 78 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
+/* 79 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 80 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 21), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
+/* 82 */ _CFFI_OP(_CFFI_OP_POINTER, 25), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 83 */ _CFFI_OP(_CFFI_OP_POINTER, 29), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 84 */ _CFFI_OP(_CFFI_OP_POINTER, 33), // int(*)(void *, DLTensor *)
+/* 85 */ _CFFI_OP(_CFFI_OP_POINTER, 86), // int64_t *
+/* 86 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 87 */ _CFFI_OP(_CFFI_OP_ARRAY, 86), // int64_t[3]
+/* 88 */ (_cffi_opcode_t)(3),
+/* 89 */ _CFFI_OP(_CFFI_OP_POINTER, 23), // struct ArrowArray * *
+/* 90 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
+/* 91 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
+/* 92 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
+/* 93 */ _CFFI_OP(_CFFI_OP_POINTER, 27), // struct ArrowSchema * *
+/* 94 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
+/* 95 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 96 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 97 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 98 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 100), // void const * *
+/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 106), // void const *
+/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 43), // void(*)(DLManagedTensor *)
+/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(DLManagedTensorVersioned *)
+/* 103 */ _CFFI_OP(_CFFI_OP_POINTER, 49), // void(*)(struct ArrowArray *)
+/* 104 */ _CFFI_OP(_CFFI_OP_POINTER, 52), // void(*)(struct ArrowArrayStream *)
+/* 105 */ _CFFI_OP(_CFFI_OP_POINTER, 55), // void(*)(struct ArrowSchema *)
+/* 106 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -1054,6 +1057,36 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
 #  define _cffi_f_bridge_aligned_free _cffi_d_bridge_aligned_free
 #endif
 
+static int _cffi_d_bridge_host_accessible(int x0)
+{
+  return bridge_host_accessible(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_host_accessible(PyObject *self, PyObject *arg0)
+{
+  int x0;
+  int result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_host_accessible(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_host_accessible _cffi_d_bridge_host_accessible
+#endif
+
 static int _cffi_d_bridge_init(void)
 {
   return bridge_init();
@@ -1079,6 +1112,33 @@ _cffi_f_bridge_init(PyObject *self, PyObject *noarg)
 #else
 #  define _cffi_f_bridge_init _cffi_d_bridge_init
 #endif
+
+static int _cffi_const_ARROW_DEVICE_CPU(unsigned long long *o)
+{
+  int n = (ARROW_DEVICE_CPU) <= 0;
+  *o = (unsigned long long)((ARROW_DEVICE_CPU) | 0);  /* check that ARROW_DEVICE_CPU is an integer */
+  if (!_cffi_check_int(*o, n, 1U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_ARROW_DEVICE_CUDA(unsigned long long *o)
+{
+  int n = (ARROW_DEVICE_CUDA) <= 0;
+  *o = (unsigned long long)((ARROW_DEVICE_CUDA) | 0);  /* check that ARROW_DEVICE_CUDA is an integer */
+  if (!_cffi_check_int(*o, n, 2U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_ARROW_DEVICE_CUDA_HOST(unsigned long long *o)
+{
+  int n = (ARROW_DEVICE_CUDA_HOST) <= 0;
+  *o = (unsigned long long)((ARROW_DEVICE_CUDA_HOST) | 0);  /* check that ARROW_DEVICE_CUDA_HOST is an integer */
+  if (!_cffi_check_int(*o, n, 3U))
+    n |= 2;
+  return n;
+}
 
 static int _cffi_const_ARROW_FLAG_DICTIONARY_ORDERED(unsigned long long *o)
 {
@@ -1112,6 +1172,15 @@ static int _cffi_const_BRIDGE_ALIGNMENT(unsigned long long *o)
   int n = (BRIDGE_ALIGNMENT) <= 0;
   *o = (unsigned long long)((BRIDGE_ALIGNMENT) | 0);  /* check that BRIDGE_ALIGNMENT is an integer */
   if (!_cffi_check_int(*o, n, 64U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_BRIDGE_MAX_NBYTES(unsigned long long *o)
+{
+  int n = (BRIDGE_MAX_NBYTES) <= 0;
+  *o = (unsigned long long)((BRIDGE_MAX_NBYTES) | 0);  /* check that BRIDGE_MAX_NBYTES is an integer */
+  if (!_cffi_check_int(*o, n, 9223372036854775807U))
     n |= 2;
   return n;
 }
@@ -1280,19 +1349,24 @@ static void _cffi_checkfld__DLPackExchangeAPIHeader(DLPackExchangeAPIHeader *p)
 struct _cffi_align__DLPackExchangeAPIHeader { char x; DLPackExchangeAPIHeader y; };
 
 static const struct _cffi_global_s _cffi_globals[] = {
+  { "ARROW_DEVICE_CPU", (void *)_cffi_const_ARROW_DEVICE_CPU, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "ARROW_DEVICE_CUDA", (void *)_cffi_const_ARROW_DEVICE_CUDA, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "ARROW_DEVICE_CUDA_HOST", (void *)_cffi_const_ARROW_DEVICE_CUDA_HOST, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "ARROW_FLAG_DICTIONARY_ORDERED", (void *)_cffi_const_ARROW_FLAG_DICTIONARY_ORDERED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "ARROW_FLAG_MAP_KEYS_SORTED", (void *)_cffi_const_ARROW_FLAG_MAP_KEYS_SORTED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "ARROW_FLAG_NULLABLE", (void *)_cffi_const_ARROW_FLAG_NULLABLE, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "BRIDGE_ALIGNMENT", (void *)_cffi_const_BRIDGE_ALIGNMENT, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "BRIDGE_MAX_NBYTES", (void *)_cffi_const_BRIDGE_MAX_NBYTES, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "BRIDGE_MAX_NDIM", (void *)_cffi_const_BRIDGE_MAX_NDIM, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_IS_COPIED", (void *)_cffi_const_DLPACK_FLAG_BITMASK_IS_COPIED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED", (void *)_cffi_const_DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 36), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 55), (void *)_cffi_d_bridge_aligned_free },
-  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 34), (void *)_cffi_d_bridge_init },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 39), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 58), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_host_accessible", (void *)_cffi_f_bridge_host_accessible, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 18), (void *)_cffi_d_bridge_host_accessible },
+  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 37), (void *)_cffi_d_bridge_init },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1332,13 +1406,13 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 95) },
+            _CFFI_OP(_CFFI_OP_NOOP, 98) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 95) },
+            _CFFI_OP(_CFFI_OP_NOOP, 98) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 92) },
+             _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
                    _CFFI_OP(_CFFI_OP_NOOP, 4) },
@@ -1347,82 +1421,82 @@ static const struct _cffi_field_s _cffi_fields[] = {
                  _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 93) },
+             _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 93) },
+             _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
             _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 65) },
+              _CFFI_OP(_CFFI_OP_NOOP, 68) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
             _CFFI_OP(_CFFI_OP_NOOP, 5) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 63) },
+             _CFFI_OP(_CFFI_OP_NOOP, 66) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 82) },
+             _CFFI_OP(_CFFI_OP_NOOP, 85) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 82) },
+               _CFFI_OP(_CFFI_OP_NOOP, 85) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 94) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 97) },
   { "length", offsetof(struct ArrowArray, length),
               sizeof(((struct ArrowArray *)0)->length),
-              _CFFI_OP(_CFFI_OP_NOOP, 83) },
+              _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "null_count", offsetof(struct ArrowArray, null_count),
                   sizeof(((struct ArrowArray *)0)->null_count),
-                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "offset", offsetof(struct ArrowArray, offset),
               sizeof(((struct ArrowArray *)0)->offset),
-              _CFFI_OP(_CFFI_OP_NOOP, 83) },
+              _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "n_buffers", offsetof(struct ArrowArray, n_buffers),
                  sizeof(((struct ArrowArray *)0)->n_buffers),
-                 _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "n_children", offsetof(struct ArrowArray, n_children),
                   sizeof(((struct ArrowArray *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "buffers", offsetof(struct ArrowArray, buffers),
                sizeof(((struct ArrowArray *)0)->buffers),
-               _CFFI_OP(_CFFI_OP_NOOP, 96) },
+               _CFFI_OP(_CFFI_OP_NOOP, 99) },
   { "children", offsetof(struct ArrowArray, children),
                 sizeof(((struct ArrowArray *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                _CFFI_OP(_CFFI_OP_NOOP, 89) },
   { "dictionary", offsetof(struct ArrowArray, dictionary),
                   sizeof(((struct ArrowArray *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 20) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 23) },
   { "release", offsetof(struct ArrowArray, release),
                sizeof(((struct ArrowArray *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 100) },
+               _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "private_data", offsetof(struct ArrowArray, private_data),
                     sizeof(((struct ArrowArray *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "get_schema", offsetof(struct ArrowArrayStream, get_schema),
                   sizeof(((struct ArrowArrayStream *)0)->get_schema),
-                  _CFFI_OP(_CFFI_OP_NOOP, 79) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 82) },
   { "get_next", offsetof(struct ArrowArrayStream, get_next),
                 sizeof(((struct ArrowArrayStream *)0)->get_next),
-                _CFFI_OP(_CFFI_OP_NOOP, 78) },
+                _CFFI_OP(_CFFI_OP_NOOP, 81) },
   { "get_last_error", offsetof(struct ArrowArrayStream, get_last_error),
                       sizeof(((struct ArrowArrayStream *)0)->get_last_error),
-                      _CFFI_OP(_CFFI_OP_NOOP, 73) },
+                      _CFFI_OP(_CFFI_OP_NOOP, 76) },
   { "release", offsetof(struct ArrowArrayStream, release),
                sizeof(((struct ArrowArrayStream *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 101) },
+               _CFFI_OP(_CFFI_OP_NOOP, 104) },
   { "private_data", offsetof(struct ArrowArrayStream, private_data),
                     sizeof(((struct ArrowArrayStream *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "array", offsetof(struct ArrowDeviceArray, array),
              sizeof(((struct ArrowDeviceArray *)0)->array),
-             _CFFI_OP(_CFFI_OP_NOOP, 87) },
+             _CFFI_OP(_CFFI_OP_NOOP, 90) },
   { "device_id", offsetof(struct ArrowDeviceArray, device_id),
                  sizeof(((struct ArrowDeviceArray *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "device_type", offsetof(struct ArrowDeviceArray, device_type),
                    sizeof(((struct ArrowDeviceArray *)0)->device_type),
                    _CFFI_OP(_CFFI_OP_NOOP, 5) },
@@ -1431,113 +1505,113 @@ static const struct _cffi_field_s _cffi_fields[] = {
                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "reserved", offsetof(struct ArrowDeviceArray, reserved),
                 sizeof(((struct ArrowDeviceArray *)0)->reserved),
-                _CFFI_OP(_CFFI_OP_NOOP, 84) },
+                _CFFI_OP(_CFFI_OP_NOOP, 87) },
   { "format", offsetof(struct ArrowSchema, format),
               sizeof(((struct ArrowSchema *)0)->format),
-              _CFFI_OP(_CFFI_OP_NOOP, 60) },
+              _CFFI_OP(_CFFI_OP_NOOP, 63) },
   { "name", offsetof(struct ArrowSchema, name),
             sizeof(((struct ArrowSchema *)0)->name),
-            _CFFI_OP(_CFFI_OP_NOOP, 60) },
+            _CFFI_OP(_CFFI_OP_NOOP, 63) },
   { "metadata", offsetof(struct ArrowSchema, metadata),
                 sizeof(((struct ArrowSchema *)0)->metadata),
-                _CFFI_OP(_CFFI_OP_NOOP, 60) },
+                _CFFI_OP(_CFFI_OP_NOOP, 63) },
   { "flags", offsetof(struct ArrowSchema, flags),
              sizeof(((struct ArrowSchema *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 83) },
+             _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "n_children", offsetof(struct ArrowSchema, n_children),
                   sizeof(((struct ArrowSchema *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
   { "children", offsetof(struct ArrowSchema, children),
                 sizeof(((struct ArrowSchema *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 90) },
+                _CFFI_OP(_CFFI_OP_NOOP, 93) },
   { "dictionary", offsetof(struct ArrowSchema, dictionary),
                   sizeof(((struct ArrowSchema *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 24) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 27) },
   { "release", offsetof(struct ArrowSchema, release),
                sizeof(((struct ArrowSchema *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 102) },
+               _CFFI_OP(_CFFI_OP_NOOP, 105) },
   { "private_data", offsetof(struct ArrowSchema, private_data),
                     sizeof(((struct ArrowSchema *)0)->private_data),
                     _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 72) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 75) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 98) },
+               _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 71) },
+               _CFFI_OP(_CFFI_OP_NOOP, 74) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 99) },
+               _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 94) },
+             _CFFI_OP(_CFFI_OP_NOOP, 97) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 72) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 75) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 70) },
+              _CFFI_OP(_CFFI_OP_NOOP, 73) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 77) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 80) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 80) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 83) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 76) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 79) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 81) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 75) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 78) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 71) },
+               _CFFI_OP(_CFFI_OP_NOOP, 74) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 69) },
+                _CFFI_OP(_CFFI_OP_NOOP, 72) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 63, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 66, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 65, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 68, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 71, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 74, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 72, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 75, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "ArrowArray", 87, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArray", 90, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArray), offsetof(struct _cffi_align_struct_ArrowArray, y), 14, 10 },
-  { "ArrowArrayStream", 88, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArrayStream", 91, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArrayStream), offsetof(struct _cffi_align_struct_ArrowArrayStream, y), 24, 5 },
-  { "ArrowDeviceArray", 89, _CFFI_F_CHECK_FIELDS,
+  { "ArrowDeviceArray", 92, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowDeviceArray), offsetof(struct _cffi_align_struct_ArrowDeviceArray, y), 29, 5 },
-  { "ArrowSchema", 91, _CFFI_F_CHECK_FIELDS,
+  { "ArrowSchema", 94, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 34, 9 },
-  { "DLManagedTensor", 66, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensor", 69, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 43, 3 },
-  { "DLManagedTensorVersioned", 67, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensorVersioned", 70, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 46, 5 },
-  { "DLPackExchangeAPI", 68, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPI", 71, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 51, 6 },
-  { "DLPackExchangeAPIHeader", 70, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPIHeader", 73, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 57, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 64, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 67, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
@@ -1548,21 +1622,21 @@ static const struct _cffi_enum_s _cffi_enums[] = {
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
   { "ArrowDeviceType", 5 },
-  { "DLDataType", 63 },
-  { "DLDataTypeCode", 64 },
-  { "DLDevice", 65 },
+  { "DLDataType", 66 },
+  { "DLDataTypeCode", 67 },
+  { "DLDevice", 68 },
   { "DLDeviceType", 4 },
-  { "DLManagedTensor", 66 },
-  { "DLManagedTensorVersioned", 67 },
-  { "DLPackCurrentWorkStream", 75 },
-  { "DLPackDLTensorFromPyObjectNoSync", 81 },
-  { "DLPackExchangeAPI", 68 },
-  { "DLPackExchangeAPIHeader", 70 },
-  { "DLPackManagedTensorAllocator", 77 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 80 },
-  { "DLPackManagedTensorToPyObjectNoSync", 76 },
-  { "DLPackVersion", 71 },
-  { "DLTensor", 72 },
+  { "DLManagedTensor", 69 },
+  { "DLManagedTensorVersioned", 70 },
+  { "DLPackCurrentWorkStream", 78 },
+  { "DLPackDLTensorFromPyObjectNoSync", 84 },
+  { "DLPackExchangeAPI", 71 },
+  { "DLPackExchangeAPIHeader", 73 },
+  { "DLPackManagedTensorAllocator", 80 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 83 },
+  { "DLPackManagedTensorToPyObjectNoSync", 79 },
+  { "DLPackVersion", 74 },
+  { "DLTensor", 75 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1572,12 +1646,12 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_struct_unions,
   _cffi_enums,
   _cffi_typenames,
-  47,  /* num_globals */
+  52,  /* num_globals */
   12,  /* num_struct_unions */
   2,  /* num_enums */
   16,  /* num_typenames */
   NULL,  /* no includes */
-  104,  /* num_types */
+  107,  /* num_types */
   0,  /* flags */
 };
 

@@ -39,6 +39,11 @@ struct ArrowArray {
 
 typedef int32_t ArrowDeviceType;
 
+/* The device types bridge names (Arrow's values, equal to DLPack's). */
+#define ARROW_DEVICE_CPU 1
+#define ARROW_DEVICE_CUDA 2
+#define ARROW_DEVICE_CUDA_HOST 3
+
 struct ArrowDeviceArray {
   struct ArrowArray array;
   int64_t device_id;

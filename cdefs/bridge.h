@@ -5,6 +5,13 @@
 
 #define BRIDGE_ALIGNMENT 64
 #define BRIDGE_MAX_NDIM 64
+/* The largest byte count of a storage: int64 in DLPack and Arrow, Py_ssize_t
+ * in buffers (2**63 - 1). */
+#define BRIDGE_MAX_NBYTES 9223372036854775807
+
+/* 1 when the host can read and write memory of this DLPack device type
+ * (CPU, CUDA host, ROCm host and CUDA managed memory): the one list. */
+int bridge_host_accessible(int dev_type);
 
 /* Allocate nbytes aligned to BRIDGE_ALIGNMENT; zero-filled when zeroed != 0.
  * Returns NULL when out of memory. Never returns NULL for nbytes == 0. */

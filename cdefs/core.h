@@ -27,8 +27,6 @@
 
 /* Tensors of up to this many dims keep shape and strides inside the object. */
 #define BRIDGE_INLINE_NDIM 6
-/* Largest byte count of a storage (int64 in DLPack and Arrow, Py_ssize_t in buffers). */
-#define BRIDGE_MAX_NBYTES ((int64_t)INT64_MAX)
 
 /* ------------------------------------------------------------------ dtype */
 
@@ -102,8 +100,6 @@ int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_t
                          PyObject *filename);
 /* The storage's bridge.device object (new reference). */
 PyObject *bridge_storage_device(StorageObject *s);
-/* Whether the host can read and write the memory (CPU, pinned and managed memory). */
-int bridge_host_accessible(int dev_type);
 
 /* ----------------------------------------------------------------- tensor */
 
@@ -280,5 +276,8 @@ PyObject *bridge_dlpack_ask(PyObject *x);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_adopt(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];
+/* DLPack's capsule names, written once (dlpack_export.c). */
+extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
+    BRIDGE_NAME_USED_VERSIONED[];
 
 #endif /* BRIDGE_CORE_H */

@@ -9,8 +9,12 @@
 
 #include <stdlib.h>
 
-static const char NAME_LEGACY[] = "dltensor";
-static const char NAME_VERSIONED[] = "dltensor_versioned";
+const char BRIDGE_NAME_LEGACY[] = "dltensor";
+const char BRIDGE_NAME_VERSIONED[] = "dltensor_versioned";
+const char BRIDGE_NAME_USED_LEGACY[] = "used_dltensor";
+const char BRIDGE_NAME_USED_VERSIONED[] = "used_dltensor_versioned";
+#define NAME_LEGACY BRIDGE_NAME_LEGACY
+#define NAME_VERSIONED BRIDGE_NAME_VERSIONED
 
 /* The DLPack v1.3 ABI on LP64 platforms: a compiler, not a reviewer, catches
  * an edit that moves a field. */

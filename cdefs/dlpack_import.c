@@ -8,10 +8,10 @@
 
 #include "core.h"
 
-static const char NAME_LEGACY[] = "dltensor";
-static const char NAME_VERSIONED[] = "dltensor_versioned";
-static const char NAME_USED_LEGACY[] = "used_dltensor";
-static const char NAME_USED_VERSIONED[] = "used_dltensor_versioned";
+#define NAME_LEGACY BRIDGE_NAME_LEGACY
+#define NAME_VERSIONED BRIDGE_NAME_VERSIONED
+#define NAME_USED_LEGACY BRIDGE_NAME_USED_LEGACY
+#define NAME_USED_VERSIONED BRIDGE_NAME_USED_VERSIONED
 const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
 
 static PyObject *api_cache;   /* type -> exchange API capsule or None */

@@ -8,10 +8,10 @@
 #include <pthread.h>
 #include <stdio.h>
 
-static const char NAME_LEGACY[] = "dltensor";
-static const char NAME_VERSIONED[] = "dltensor_versioned";
-static const char NAME_USED_LEGACY[] = "used_dltensor";
-static const char NAME_USED_VERSIONED[] = "used_dltensor_versioned";
+#define NAME_LEGACY BRIDGE_NAME_LEGACY
+#define NAME_VERSIONED BRIDGE_NAME_VERSIONED
+#define NAME_USED_LEGACY BRIDGE_NAME_USED_LEGACY
+#define NAME_USED_VERSIONED BRIDGE_NAME_USED_VERSIONED
 static const char NAME_BOGUS[] = "not_a_dltensor";
 
 /* ------------------------------------------------------ counting deleters */

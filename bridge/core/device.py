@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge._native import lib
 from bridge.core.native import _C
 
 __all__ = ["device"]
@@ -30,7 +31,8 @@ _DL_TYPES: dict[str, int] = {
 _ALIASES = {"xpu": "oneapi", "hip": "rocm", "mps": "metal", "gpu": "cuda"}
 _BY_DL: dict[int, str] = {v: k for k, v in _DL_TYPES.items()}
 # Device types whose memory the host can read and write directly.
-_HOST_ACCESSIBLE = frozenset({"cpu", "cuda_host", "rocm_host", "cuda_managed"})
+# The C core's one list (bridge_host_accessible in cdefs/storage.c).
+_HOST_ACCESSIBLE = frozenset(name for name, code in _DL_TYPES.items() if lib.bridge_host_accessible(code))
 
 
 class device:

@@ -17,6 +17,7 @@ from typing import Any, SupportsIndex
 
 import numpy as np
 
+from bridge._native import lib
 from bridge.core import dtypes as _dtypes
 from bridge.core.device import device
 from bridge.core.native import _C
@@ -27,8 +28,8 @@ __all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes"]
 _U8 = np.dtype(np.uint8)
 
 # The largest byte count a storage can have: sizes are int64 in DLPack and
-# Arrow, and Py_ssize_t in CPython's buffers.
-MAX_NBYTES = 2**63 - 1
+# Arrow, and Py_ssize_t in CPython's buffers (cdefs/bridge.h).
+MAX_NBYTES: int = lib.BRIDGE_MAX_NBYTES
 
 
 def check_nbytes(nbytes: int, what: str = "storage size") -> int:

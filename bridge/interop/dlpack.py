@@ -26,6 +26,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
+from bridge._native import lib
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor
 
@@ -35,10 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["from_dlpack", "to_dlpack", "DLPACK_VERSION", "FLAG_READ_ONLY", "FLAG_IS_COPIED",
            "FLAG_IS_SUBBYTE_TYPE_PADDED"]  # fmt: skip
 
-DLPACK_VERSION = (1, 3)
-FLAG_READ_ONLY = 1
-FLAG_IS_COPIED = 2
-FLAG_IS_SUBBYTE_TYPE_PADDED = 4
+# From dlpack.h, through the cffi module (written once, in the header).
+DLPACK_VERSION: tuple[int, int] = (lib.DLPACK_MAJOR_VERSION, lib.DLPACK_MINOR_VERSION)
+FLAG_READ_ONLY: int = lib.DLPACK_FLAG_BITMASK_READ_ONLY
+FLAG_IS_COPIED: int = lib.DLPACK_FLAG_BITMASK_IS_COPIED
+FLAG_IS_SUBBYTE_TYPE_PADDED: int = lib.DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 
 CapsuleType = types.CapsuleType if hasattr(types, "CapsuleType") else type(_C.exchange_api)
 

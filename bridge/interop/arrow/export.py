@@ -18,6 +18,9 @@ from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop.arrow.types import (
+    _ARROW_CPU,
+    _ARROW_CUDA,
+    _ARROW_CUDA_HOST,
     _BOOL8_META,
     _COLUMN,
     _EXT_META,
@@ -35,7 +38,6 @@ from bridge.interop.arrow.types import (
 if TYPE_CHECKING:  # for the annotations only: pyarrow is the optional arrow extra
     import pyarrow as pa
 
-_ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
 # The buffers of an exported array spec: 0 is NULL (no validity bitmap), 1 is
 # the storage's data, which the C side takes from the tensor itself.
 _DATA = (0, 1)

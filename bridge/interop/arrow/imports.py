@@ -19,6 +19,9 @@ from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop.arrow.types import (
+    _ARROW_CPU,
+    _ARROW_CUDA,
+    _ARROW_CUDA_HOST,
     _EXT_META,
     _EXT_NAME,
     _FST,
@@ -28,7 +31,6 @@ from bridge.interop.arrow.types import (
     _type_name,
 )
 
-_ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
 
 def _device_of(dev_type: int, dev_id: int) -> device:
     if dev_type == _ARROW_CPU:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from bridge._native import lib
 from bridge.core import dtypes as _dtypes
 from bridge.core.native import _C
 
@@ -14,13 +15,15 @@ from bridge.core.native import _C
 COLUMN_NAME = "tensor"
 _COLUMN = COLUMN_NAME.encode()
 
-_FLAG_NULLABLE = 2
+_FLAG_NULLABLE: int = lib.ARROW_FLAG_NULLABLE
 _EXT_NAME = b"ARROW:extension:name"
 _EXT_META = b"ARROW:extension:metadata"
 _BOOL8 = b"arrow.bool8"
 _FST = b"arrow.fixed_shape_tensor"
 # Arrow C device types (CDeviceDataInterface.rst) that bridge can name.
-_ARROW_CPU, _ARROW_CUDA, _ARROW_CUDA_HOST = 1, 2, 3
+_ARROW_CPU: int = lib.ARROW_DEVICE_CPU
+_ARROW_CUDA: int = lib.ARROW_DEVICE_CUDA
+_ARROW_CUDA_HOST: int = lib.ARROW_DEVICE_CUDA_HOST
 
 _DTYPE_BY_FORMAT: dict[str, _dtypes.dtype] = {
     d.arrow_format: d for d in _dtypes.all_dtypes() if d.arrow_format and d is not _dtypes.bool
