@@ -85,9 +85,9 @@ test-sanitize: $(STAMP)
 	  sh -c '(cd $(SAN_DIR) && $(CURDIR)/$(BIN)/python -c "import bridge._native as n; assert \"sanitize\" in n.__file__, n.__file__") && \
 	         $(BIN)/pytest -p no:cacheprovider --capture=sys -q $(SAN_TESTS) $(PYTEST_ARGS)'
 
-# On a GPU machine, in the environment ../shared/GPU.md sets up (no .venv, no
-# network there): build, the CUDA tests (which skip cleanly without CUDA),
-# then the CUDA exchange benchmark.
+# On a GPU machine whose Python already has torch, cupy, jax, cffi and pytest
+# (no .venv is made and no network is needed there): build, the CUDA tests
+# (which skip cleanly without CUDA), then the CUDA exchange benchmark.
 test-gpu:
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	$(PY) -m pytest tests/gpu -v -p no:cacheprovider

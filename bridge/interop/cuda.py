@@ -29,9 +29,9 @@ __all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "cuda_stream"
 
 class CudaArrayInterfaceOwner:
     """Owner of device memory imported through ``__cuda_array_interface__``:
-    the source object (kept alive) and the stream its work is ordered on
-    (None: no synchronisation needed), which bridge passes on when it
-    re-exports the memory."""
+    the source object, kept alive. ``stream`` is the stream the producer
+    named (None: nothing pending), kept for inspection; what orders later
+    exports is the storage's ``_stream``, set from it at import."""
 
     __slots__ = ("source", "stream")
 
