@@ -87,6 +87,9 @@ static inline PyObject *bridge_storage_owner(StorageObject *s) {
  * storage dies); on failure the deleter has run. */
 StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
                                          void *managed, int versioned, int readonly);
+/* Call a managed tensor's deleter, versioned or legacy (if it has one): the
+ * one dispatch. No Python code of bridge's runs; any thread. */
+void bridge_dlpack_call_deleter(void *managed, int versioned);
 /* Run an imported managed tensor's deleter (error state kept). */
 void bridge_dlpack_release(void *managed, int versioned);
 /* A new storage over foreign memory (the registered class). */
@@ -162,7 +165,14 @@ static inline char *bridge_tensor_data(TensorObject *t) {
     return t->storage->data;
   return t->storage->data + off;
 }
-/* The byte range [lo, hi) reached, relative to the storage's start. */
+/* The storage over foreign memory that spans exactly the elements a view
+ * reaches, element [0, ..., 0] at `data` (strides in elements, negative
+ * ones included): its start, size and the view's offset in it. An empty view
+ * spans nothing at `data`. 0, or -1 (no exception set: the caller names the
+ * rule) when an extent or address overflows. */
+int bridge_foreign_span(uintptr_t data, int ndim, const int64_t *shape, const int64_t *strides,
+                        int64_t itemsize, uintptr_t *start, int64_t *nbytes, int64_t *offset);
+/* The element range [lo, hi) reached, relative to the storage's start. */
 int bridge_view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
                        int64_t *lo, int64_t *hi);
 int64_t bridge_numel(const TensorObject *t);

@@ -61,7 +61,7 @@ static void export_deleter_versioned(DLManagedTensorVersioned *self) {
   release_export(self, ctx);
 }
 
-static void call_deleter(void *p, int versioned) {
+void bridge_dlpack_call_deleter(void *p, int versioned) {
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)p;
     if (m->deleter) m->deleter(m);
@@ -86,7 +86,7 @@ static void capsule_destructor(PyObject *capsule) {
   if (p == NULL)
     PyErr_WriteUnraisable(capsule);
   else
-    call_deleter(p, versioned);
+    bridge_dlpack_call_deleter(p, versioned);
   bridge_restore_error(saved);
 }
 
@@ -150,7 +150,7 @@ void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
 PyObject *bridge_dlpack_wrap(void *managed, int versioned) {
   if (managed == NULL) return NULL;
   PyObject *cap = PyCapsule_New(managed, versioned ? NAME_VERSIONED : NAME_LEGACY, capsule_destructor);
-  if (cap == NULL) call_deleter(managed, versioned);
+  if (cap == NULL) bridge_dlpack_call_deleter(managed, versioned);
   return cap;
 }
 

@@ -20,13 +20,7 @@ static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
 
 void bridge_dlpack_release(void *managed, int versioned) {
   PyObject *saved = bridge_fetch_error(); /* the producer's deleter may run Python code */
-  if (versioned) {
-    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
-    if (m->deleter) m->deleter(m);
-  } else {
-    DLManagedTensor *m = (DLManagedTensor *)managed;
-    if (m->deleter) m->deleter(m);
-  }
+  bridge_dlpack_call_deleter(managed, versioned);
   BUMP(STAT_IMPORT_RELEASES);
   bridge_restore_error(saved);
 }
@@ -124,26 +118,15 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
     PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
     return -1;
   }
-  int64_t lo, hi, isz = out->dtype->itemsize;
-  if (bridge_view_extent(ndim, out->shape, out->strides, 0, &lo, &hi) < 0) return overflow();
   uintptr_t base;
   if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base)) return overflow();
-  out->nbytes = 0;
-  out->offset = 0;
-  out->start = base;
-  if (!empty) {
-    if (t->data == NULL) {
-      PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
-      return -1;
-    }
-    int64_t count, lo_bytes;
-    if (__builtin_sub_overflow(hi, lo, &count) || __builtin_mul_overflow(count, isz, &out->nbytes) ||
-        __builtin_mul_overflow(-lo, isz, &lo_bytes) || (uintptr_t)lo_bytes > base)
-      return overflow();
-    out->start = base - (uintptr_t)lo_bytes;
-    if ((uint64_t)out->nbytes > UINTPTR_MAX - (uint64_t)out->start) return overflow();
-    out->offset = -lo;
+  if (!empty && t->data == NULL) {
+    PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
+    return -1;
   }
+  if (bridge_foreign_span(base, ndim, out->shape, out->strides, out->dtype->itemsize, &out->start,
+                          &out->nbytes, &out->offset) < 0)
+    return overflow();
   out->ndim = ndim;
   out->dev_type = (int)t->device.device_type;
   out->dev_id = t->device.device_id;
@@ -359,7 +342,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
      * A refusal or failure releases the tensor. */
     if (refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0 || order_exchange(api, m) < 0) {
       PyObject *exc = bridge_fetch_error();
-      if (m->deleter) m->deleter(m);
+      bridge_dlpack_call_deleter(m, 1);
       bridge_restore_error(exc);
       return NULL;
     }

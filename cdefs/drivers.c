@@ -41,13 +41,7 @@ typedef struct {
 
 static void *run_deleter(void *arg) {
   thread_job *job = (thread_job *)arg;
-  if (job->versioned) {
-    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)job->managed;
-    if (m->deleter) m->deleter(m);
-  } else {
-    DLManagedTensor *m = (DLManagedTensor *)job->managed;
-    if (m->deleter) m->deleter(m);
-  }
+  bridge_dlpack_call_deleter(job->managed, job->versioned);
   return NULL;
 }
 
@@ -164,7 +158,7 @@ static PyObject *py_api_convert(PyObject *mod, PyObject *const *args, Py_ssize_t
   void *out = NULL;
   if (dst->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
     PyObject *exc = bridge_fetch_error();
-    if (m->deleter) m->deleter(m);
+    bridge_dlpack_call_deleter(m, 1);
     bridge_restore_error(exc);
     return api_failed("managed_tensor_to_py_object_no_sync");
   }

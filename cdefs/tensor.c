@@ -370,6 +370,24 @@ static PyObject *py_make_tensor(PyObject *mod, PyObject *const *args, Py_ssize_t
                            derived ? GEOM_DERIVED : GEOM_USER);
 }
 
+int bridge_foreign_span(uintptr_t data, int ndim, const int64_t *shape, const int64_t *strides,
+                        int64_t itemsize, uintptr_t *start, int64_t *nbytes, int64_t *offset) {
+  *start = data;
+  *nbytes = 0;
+  *offset = 0;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 0; /* reaches nothing: an empty storage at data */
+  int64_t lo, hi, count, lo_bytes;
+  if (bridge_view_extent(ndim, shape, strides, 0, &lo, &hi) < 0 || __builtin_sub_overflow(hi, lo, &count) ||
+      __builtin_mul_overflow(count, itemsize, nbytes) || __builtin_mul_overflow(-lo, itemsize, &lo_bytes) ||
+      (uint64_t)lo_bytes > (uint64_t)data)
+    return -1;
+  *start = data - (uintptr_t)lo_bytes;
+  if ((uint64_t)*nbytes > UINTPTR_MAX - (uint64_t)*start) return -1;
+  *offset = -lo;
+  return 0;
+}
+
 /* from_memory(data, dtype, shape, byte_strides, owner, readonly, device):
  * a tensor over foreign memory whose element [0, ..., 0] is at `data`, kept
  * alive by `owner`; its storage spans exactly the reachable elements
@@ -401,13 +419,9 @@ static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t
                           (long long)strides[i], i, dt->itemsize);
     strides[i] /= dt->itemsize;
   }
-  int64_t lo, hi, start_off, nbytes;
-  uint64_t start;
-  if (bridge_view_extent(n, shape, strides, 0, &lo, &hi) < 0 ||
-      __builtin_mul_overflow(lo, (int64_t)dt->itemsize, &start_off) ||
-      __builtin_mul_overflow(hi - lo, (int64_t)dt->itemsize, &nbytes) ||
-      (start_off < 0 && (uint64_t)(-start_off) > data) ||
-      (start = data + (uint64_t)start_off, (uint64_t)nbytes > UINTPTR_MAX - start)) {
+  int64_t nbytes, offset;
+  uintptr_t start;
+  if (bridge_foreign_span((uintptr_t)data, n, shape, strides, dt->itemsize, &start, &nbytes, &offset) < 0) {
     char addr[32]; /* PyErr_Format has no '#' flag nor %llx */
     snprintf(addr, sizeof addr, "%#llx", data);
     return PyErr_Format(PyExc_ValueError,
@@ -420,7 +434,7 @@ static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t
   /* Device memory handed over is ready on the consumer's stream (the caller
    * sets another when the producer names one). */
   if (dev_type == kDLCUDA) s->stream = bridge_cuda_current_stream();
-  PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, -lo, GEOM_USER);
+  PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, offset, GEOM_USER);
   Py_DECREF(s);
   return out;
 }
