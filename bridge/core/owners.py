@@ -1,23 +1,36 @@
 """The owners of memory: the objects whose lives keep a storage's bytes valid.
 
-A storage's ownership record (``bridge._C.StorageBase``: pointer, size,
-device, read-only bit, owner) names one owner, and every exporter (DLPack,
-buffers, NumPy, Arrow) holds that owner, never the storage, so what was lent
-outlives a later ``resize_()``. The owner kinds are:
+A storage's ownership record (``bridge._C.StorageBase``, the struct
+``StorageObject`` in ``cdefs/core.h``: pointer, size, device, read-only bit,
+owner) names one owner, and every exporter (DLPack, buffers, NumPy, Arrow)
+holds that owner, never the storage (``bridge_storage_owner`` in C answers
+"what must an exporter hold"), so what was lent outlives a later
+``resize_()``. A record is set in one place, ``bridge_storage_adopt`` (C;
+``StorageBase._adopt`` from Python): "adopt" means exactly that. Each source
+kind always gets the same owner kind. This module defines the owners made in
+Python; the ones made in C are listed with the file that makes them:
 
-- bridge's own allocations: a C capsule (``"bridge.memory"``) that frees the
-  block in its destructor without releasing the GIL (made in C);
-- an exporter's buffer (``from_buffer``, ``frombuffer``): a NumPy byte array
-  holding the buffer export, so the exporter cannot resize under it;
-- :class:`FileMapping` (``from_file``) and :class:`SharedMemoryBlock`
-  (``share_memory_``), below;
-- for a DLPack import, none: the storage owns the producer's managed tensor
-  itself and its destructor calls the deleter exactly once (``owner`` is
-  then the storage);
-- an imported Arrow guard (made in C), whose destructor calls the producer's
-  release exactly once;
-- a foreign object described by an interface (a NumPy array, a pyarrow
-  Buffer, the object behind ``__cuda_array_interface__``).
+=====================================  =========================================================
+source                                 owner
+=====================================  =========================================================
+bridge's own allocation (``empty``,    a ``"bridge.memory"`` capsule that frees the block without
+``clone``, ``resize_``, ...)           releasing the GIL (``cdefs/memory.c``)
+any buffer-protocol object             :class:`BufferExport`: the buffer's export, held, so the
+(``from_buffer``, ``frombuffer``)      exporter cannot resize under it
+a file (``from_file``)                 :class:`FileMapping`
+shared memory (``share_memory_``,      :class:`SharedMemoryBlock` (small storages share one:
+a storage received from a process)     :func:`shared_block`)
+a DLPack producer (``from_dlpack``,    none: the storage itself owns the producer's managed
+``from_numpy``: NumPy arrays of every  tensor and calls its deleter exactly once when it dies
+dtype travel through DLPack)           (``owner`` is then the storage; ``cdefs/storage.c``)
+an Arrow C array (``from_arrow``)      an import guard whose destructor calls the producer's
+                                       release exactly once (``cdefs/arrow_import.c``)
+``__cuda_array_interface__``           :class:`CudaArrayInterfaceOwner`
+``__array_interface__`` / a pyarrow    the described object itself (it keeps its memory)
+Buffer
+CUDA memory bridge allocated (a copy   a ``CudaBlock`` that frees it with ``cuMemFree``
+to the device)                         (``cdefs/cuda.c``)
+=====================================  =========================================================
 """
 
 from __future__ import annotations
@@ -30,13 +43,48 @@ import weakref
 
 from bridge._native import ffi
 
-__all__ = ["ARENA_NBYTES", "ARENA_SLICE_MAX", "FileMapping", "SharedMemoryBlock", "address_of", "shared_block"]
+__all__ = ["ARENA_NBYTES", "ARENA_SLICE_MAX", "BufferExport", "CudaArrayInterfaceOwner", "FileMapping",
+           "SharedMemoryBlock", "address_of", "shared_block"]  # fmt: skip
 
 
 def address_of(buffer: object) -> int:
     """The address of a writable-or-not buffer's first byte (it stays valid while
     the buffer is exported)."""
     return int(ffi.cast("uintptr_t", ffi.from_buffer(buffer, require_writable=False)))
+
+
+class BufferExport:
+    """Owner of memory lent through the buffer protocol: the export itself
+    (a ``memoryview``), held for as long as any view of the bytes lives, so
+    the exporter (a ``bytearray``, an ``mmap``, ...) cannot resize or close
+    under it."""
+
+    __slots__ = ("pin", "view")
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+        self.pin = ffi.from_buffer(view, require_writable=False)
+
+    @property
+    def address(self) -> int:
+        """The first byte's address."""
+        return int(ffi.cast("uintptr_t", self.pin))
+
+
+class CudaArrayInterfaceOwner:
+    """Owner of device memory imported through ``__cuda_array_interface__``:
+    the source object, kept alive. ``stream`` is the stream the producer
+    named (None: nothing pending), kept for inspection; what orders later
+    exports is the storage's ``_stream``, set from it at import."""
+
+    __slots__ = ("source", "stream")
+
+    def __init__(self, source: object, stream: int | None) -> None:
+        self.source = source
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"CudaArrayInterfaceOwner({type(self.source).__name__}, stream={self.stream})"
 
 
 class FileMapping:

@@ -21,7 +21,7 @@ from bridge._native import lib
 from bridge.core import dtypes as _dtypes
 from bridge.core.device import device
 from bridge.core.native import _C
-from bridge.core.owners import FileMapping, shared_block
+from bridge.core.owners import BufferExport, FileMapping, shared_block
 
 __all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes"]
 
@@ -114,9 +114,8 @@ class UntypedStorage(_C.StorageBase):
             count = total - offset
         if offset + count > total:
             raise ValueError(f"offset {offset} + count {count} exceeds the buffer's {total} bytes")
-        owner = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=_U8)
-        ptr = owner.__array_interface__["data"][0] + offset
-        return cls._new(ptr, count, owner, readonly=mv.readonly)
+        owner = BufferExport(mv)
+        return cls._new(owner.address + offset, count, owner, readonly=mv.readonly)
 
     @classmethod
     def from_file(cls, filename: str | os.PathLike[str], shared: bool = False, nbytes: int = 0) -> UntypedStorage:

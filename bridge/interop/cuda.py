@@ -22,25 +22,10 @@ from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core import tensor as _tensor_mod
 from bridge.core.native import _C
+from bridge.core.owners import CudaArrayInterfaceOwner
 from bridge.core.tensor import Tensor
 
 __all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "cuda_stream", "current_cuda_stream"]
-
-
-class CudaArrayInterfaceOwner:
-    """Owner of device memory imported through ``__cuda_array_interface__``:
-    the source object, kept alive. ``stream`` is the stream the producer
-    named (None: nothing pending), kept for inspection; what orders later
-    exports is the storage's ``_stream``, set from it at import."""
-
-    __slots__ = ("source", "stream")
-
-    def __init__(self, source: Any, stream: int | None) -> None:
-        self.source = source
-        self.stream = stream
-
-    def __repr__(self) -> str:
-        return f"CudaArrayInterfaceOwner({type(self.source).__name__}, stream={self.stream})"
 
 
 def _typestr(dt: _dtypes.dtype) -> str:

@@ -38,11 +38,18 @@ def wrap_host_array(a: np.ndarray[Any, Any], dt: _dtypes.dtype) -> Tensor:
 
 def _from_numpy_slow(a: Any) -> Tensor:
     """from_numpy for what NumPy's DLPack export refuses: ml_dtypes types
-    (imported zero-copy) and layouts bridge cannot express (clear errors)."""
+    (imported zero-copy through DLPack all the same, as unsigned integers of
+    their size, so that every array gets the same owner kind) and layouts
+    bridge cannot express (clear errors)."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"from_numpy() expects a numpy.ndarray, got {type(a).__name__}")
     dt = _dtypes.from_numpy_dtype(a.dtype)  # TypeError / ValueError with the reason
-    return wrap_host_array(a, dt)
+    bits = _dtypes._BITS[dt.itemsize]
+    if a.dtype != bits.numpy_dtype:  # a type NumPy's DLPack does not name
+        t = _C.from_numpy(a.view(bits.numpy_dtype))
+        out: Tensor = _C.make_tensor(t.untyped_storage(), dt, t.shape, t.stride(), t.storage_offset())
+        return out
+    return wrap_host_array(a, dt)  # NumPy refused its own type: bridge says why
 
 
 def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0) -> Tensor:
