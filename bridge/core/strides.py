@@ -144,30 +144,6 @@ def extent(shape: Shape, strides: Strides, offset: int) -> tuple[int, int]:
     return lo, hi + 1
 
 
-def check_in_bounds(shape: Shape, strides: Strides, offset: int, capacity: int) -> None:
-    """ValueError unless every element lies in ``[0, capacity)`` storage elements
-    and every size, stride and the offset fit in int64 (DLPack's and Arrow's
-    width)."""
-    for name, values in (("size", shape), ("stride", strides), ("storage offset", (offset,))):
-        for v in values:
-            if not -(2**63) <= v < 2**63:
-                raise ValueError(f"{name} {v} does not fit in a 64-bit integer")
-    if offset < 0:
-        raise ValueError(f"storage offset must be non-negative, got {offset}")
-    lo, hi = extent(shape, strides, offset)
-    if lo == hi:  # empty: only the offset itself must be within the storage
-        if offset > capacity:
-            raise ValueError(
-                f"storage offset {offset} is past the end of a storage of {capacity} elements"
-            )
-        return
-    if lo < 0 or hi > capacity:
-        raise ValueError(
-            f"view of size {shape} with strides {strides} and offset {offset} reaches elements "
-            f"[{lo}, {hi}) but the storage holds {capacity} elements"
-        )
-
-
 def wrap_dim(dim: Any, ndim: int, *, extra: int = 0) -> int:
     """Normalise a possibly negative dim; IndexError (PyTorch's message) when out of range.
 
@@ -215,42 +191,6 @@ def infer_size(shape: Shape, numel: int) -> Shape:
     return shape
 
 
-def view_strides(old_shape: Shape, old_strides: Strides, new_shape: Shape) -> Strides | None:
-    """Strides that let ``new_shape`` view the same elements as (old_shape, old_strides),
-    or None when no view exists and a copy is needed (PyTorch's ``computeStride``)."""
-    if not old_shape:
-        return (1,) * len(new_shape)
-    numel = prod(old_shape)
-    if numel == 0:
-        if old_shape == new_shape:
-            return old_strides
-        return contiguous_strides(new_shape)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = old_strides[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(old_shape) - 1, -1, -1):
-        tensor_numel *= old_shape[tensor_d]
-        if tensor_d == 0 or (
-            old_shape[tensor_d - 1] != 1
-            and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
-        ):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = old_strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
-
-
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """The NumPy/PyTorch broadcast of ``shapes``; ValueError when they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
@@ -264,54 +204,6 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
             elif out[i] != size:
                 raise ValueError(f"shapes {', '.join(map(str, shapes))} cannot be broadcast together")
     return tuple(out)
-
-
-def expand(shape: Shape, strides: Strides, new_shape: Shape) -> tuple[Shape, Strides]:
-    """Broadcast (shape, strides) to ``new_shape`` with stride 0 for the new and
-    the stretched size-1 dims; -1 keeps a size. ValueError when sizes conflict."""
-    nd = len(new_shape)
-    if nd < len(shape):
-        raise ValueError(
-            f"expand: the number of sizes provided ({nd}) must be greater or equal to the "
-            f"number of dimensions in the tensor ({len(shape)})"
-        )
-    lead = nd - len(shape)
-    out_shape = []
-    out_strides = []
-    for i, size in enumerate(new_shape):
-        if i < lead:
-            if size < 0:
-                raise ValueError(f"expand: -1 is not allowed in a new leading dimension ({new_shape})")
-            out_shape.append(size)
-            out_strides.append(0)
-            continue
-        cur, st = shape[i - lead], strides[i - lead]
-        if size == -1:
-            size = cur
-        if size < 0:
-            raise ValueError(f"expand: invalid size {size} in {new_shape}")
-        if cur == size:
-            out_strides.append(st)
-        elif cur == 1:
-            out_strides.append(0)
-        else:
-            raise ValueError(
-                f"expand: size {cur} of dimension {i - lead} cannot be expanded to {size} "
-                f"(target shape {new_shape}); only size-1 dimensions can be expanded"
-            )
-        out_shape.append(size)
-    return tuple(out_shape), tuple(out_strides)
-
-
-def permute(shape: Shape, strides: Strides, dims: Sequence[int]) -> tuple[Shape, Strides]:
-    """Reorder dims; ValueError unless ``dims`` is a permutation of range(ndim)."""
-    nd = len(shape)
-    if len(dims) != nd:
-        raise ValueError(f"permute: number of dims {len(dims)} does not match tensor ndim {nd}")
-    norm = [d if type(d) is int and 0 <= d < nd else wrap_dim(d, nd) for d in dims]
-    if len(set(norm)) != nd:
-        raise ValueError(f"permute: repeated dim in {tuple(dims)}")
-    return tuple([shape[d] for d in norm]), tuple([strides[d] for d in norm])
 
 
 def slice_dim(size: int, stride: int, s: slice) -> tuple[int, int, int]:
