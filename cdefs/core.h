@@ -172,16 +172,34 @@ static inline char *bridge_tensor_data(TensorObject *t) {
  * rule) when an extent or address overflows. */
 int bridge_foreign_span(uintptr_t data, int ndim, const int64_t *shape, const int64_t *strides,
                         int64_t itemsize, uintptr_t *start, int64_t *nbytes, int64_t *offset);
-/* The element range [lo, hi) reached, relative to the storage's start. */
+/* The stride rules, written once (geometry.c); Python calls them through the
+ * _C functions of the same names (bridge/core/strides.py re-exports them).
+ * Sizes are >= 0 in all of them. */
+/* The elements [lo, hi) reached, counted from the storage's start ((offset,
+ * offset) when empty); -1 (no exception) when that overflows int64. */
 int bridge_view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
                        int64_t *lo, int64_t *hi);
 int64_t bridge_numel(const TensorObject *t);
+/* C-contiguity (size-1 dims may have any stride; empty tensors are contiguous). */
 int bridge_is_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
-/* Row-major strides for shape (size-0/1 dims get the trailing product, as torch). */
-void bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
+/* Whether the elements tile [0, numel) exactly once in some dim order. */
+int bridge_is_non_overlapping_and_dense(int ndim, const int64_t *shape, const int64_t *strides);
+/* Row-major strides for shape (size-0/1 dims get the trailing product, as
+ * torch); -1 (no exception) when a stride does not fit in int64. */
+int bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
+/* Resolve the one -1 of shape so that it holds numel elements; ValueError. */
+int bridge_infer_size(int n, int64_t *shape, int64_t numel);
 
 /* Parse a Python sequence of ints (or *args of ints) into dims; -1 on error. */
 int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what);
+/* Parse a shape (sizes >= 0) and, unless strides_obj is NULL, strides of the
+ * same length; returns ndim or -1 (TypeError/ValueError). */
+int bridge_parse_geometry(PyObject *shape_obj, PyObject *strides_obj, int64_t *shape,
+                          int64_t *strides);
+/* Parse one int that must fit in int64 (`what` names it in the error). */
+int bridge_parse_int64(PyObject *v, int64_t *out, const char *what);
+/* A tuple of Python ints (new reference, NULL with an exception). */
+PyObject *bridge_dims_tuple(int n, const int64_t *v);
 /* Wrap a possibly negative dim (IndexError, torch's message, when out of range). */
 int bridge_wrap_dim(PyObject *dim_obj, int64_t dim, int ndim, int *out);
 
@@ -235,7 +253,7 @@ extern PyObject *bridge_contiguous_format;
 extern PyObject *bridge_str_dlpack, *bridge_str_max_version,
     *bridge_max_version_value;
 
-/* Module-init hooks of the protocol files: each adds its functions to `mod`. */
+/* Module-init hooks of the core and protocol files: each adds its functions to `mod`. */
 int bridge_dlpack_export_init(PyObject *mod);
 int bridge_dlpack_import_init(PyObject *mod);
 int bridge_exchange_api_init(PyObject *mod);
@@ -245,6 +263,8 @@ int bridge_numpy_init(PyObject *mod);
 int bridge_values_init(PyObject *mod);
 int bridge_drivers_init(PyObject *mod);
 int bridge_cuda_init(PyObject *mod);
+int bridge_geometry_init(PyObject *mod);
+int bridge_indexing_init(PyObject *mod);
 
 /* CUDA (cuda.c; BufferError without a driver). Streams are DLPack's integers. */
 uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 by default) */

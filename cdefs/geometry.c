@@ -1,8 +1,12 @@
 /* The geometry of a tensor and the one constructor every tensor is made by
- * (views, imports, factories): extent arithmetic, the dims a tensor keeps
- * (inline, or on the heap once lent to a consumer), the bounds check against
- * its storage, and the dims parsing the Python entry points share. Strides
- * and offset count elements. */
+ * (views, imports, factories): the stride rules (extent, contiguity, dense
+ * tiling, contiguous strides, -1 inference, dim wrapping), the dims a tensor
+ * keeps (inline, or on the heap once lent to a consumer), the bounds check
+ * against its storage, and the dims parsing the Python entry points share.
+ * Strides and offset count elements. Each rule is written once, here: the
+ * Python layer calls the same C through the _C functions at the end (its
+ * bridge/core/strides.py re-exports them), and tests/test_geometry_property.py
+ * holds them to NumPy. */
 
 #include "core.h"
 
@@ -39,23 +43,98 @@ int64_t bridge_numel(const TensorObject *t) {
 
 int bridge_is_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
   for (int i = 0; i < ndim; i++)
-    if (shape[i] == 0) return 1; /* empty tensors are contiguous (torch's rule) */
+    if (shape[i] == 0) return 1; /* empty tensors are contiguous (torch's and NumPy's rule) */
   int64_t expected = 1;
+  int past = 0; /* the block so far holds more than 2**63 - 1 elements: no stride reaches past it */
   for (int i = ndim - 1; i >= 0; i--) {
     if (shape[i] != 1) {
-      if (strides[i] != expected) return 0;
-      expected *= shape[i];
+      if (past || strides[i] != expected) return 0;
+      past = __builtin_mul_overflow(expected, shape[i], &expected);
     }
   }
   return 1;
 }
 
-void bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out) {
-  int64_t acc = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    out[i] = acc;
-    acc *= shape[i] > 1 ? shape[i] : 1;
+int bridge_is_non_overlapping_and_dense(int ndim, const int64_t *shape, const int64_t *strides) {
+  int order[BRIDGE_MAX_NDIM], n = 0;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) return 1;
+    if (shape[i] != 1) order[n++] = i;
   }
+  /* size-1 dims never step; the others by |stride|, ties in dim order (insertion sort: few dims) */
+  for (int i = 1; i < n; i++) {
+    int d = order[i], j = i - 1;
+    uint64_t key = strides[d] < 0 ? -(uint64_t)strides[d] : (uint64_t)strides[d];
+    while (j >= 0) {
+      int64_t s = strides[order[j]];
+      if ((s < 0 ? -(uint64_t)s : (uint64_t)s) <= key) break;
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  int64_t expected = 1;
+  int past = 0;
+  for (int i = 0; i < n; i++) {
+    if (past || strides[order[i]] != expected) return 0; /* a negative stride never matches */
+    past = __builtin_mul_overflow(expected, shape[order[i]], &expected);
+  }
+  return 1;
+}
+
+int bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out) {
+  int64_t acc = 1;
+  int past = 0;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (past) return -1; /* this stride does not fit in int64 */
+    out[i] = acc;
+    past = __builtin_mul_overflow(acc, shape[i] > 1 ? shape[i] : 1, &acc);
+  }
+  return 0;
+}
+
+PyObject *bridge_dims_tuple(int n, const int64_t *v) {
+  PyObject *t = PyTuple_New(n);
+  for (int i = 0; t && i < n; i++) {
+    PyObject *x = PyLong_FromLongLong(v[i]);
+    if (x == NULL) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, i, x);
+  }
+  return t;
+}
+
+int bridge_infer_size(int n, int64_t *shape, int64_t numel) {
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < n; i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0) {
+        PyObject *s = bridge_dims_tuple(n, shape);
+        if (s != NULL)
+          PyErr_Format(PyExc_ValueError, "only one dimension can be inferred, got shape %R", s);
+        Py_XDECREF(s);
+        return -1;
+      }
+      infer = i;
+    } else if (shape[i] < 0) {
+      PyObject *s = bridge_dims_tuple(n, shape);
+      if (s != NULL)
+        PyErr_Format(PyExc_ValueError, "invalid shape dimension %lld in %R", (long long)shape[i], s);
+      Py_XDECREF(s);
+      return -1;
+    } else if (known >= 0 && __builtin_mul_overflow(known, shape[i], &known)) {
+      known = -1; /* matches no numel; later dims are still checked */
+    }
+  }
+  if (infer >= 0 ? (known <= 0 || numel % known != 0) : known != numel) {
+    PyObject *s = bridge_dims_tuple(n, shape);
+    if (s != NULL)
+      PyErr_Format(PyExc_ValueError, "shape %R is invalid for input of size %lld", s, (long long)numel);
+    Py_XDECREF(s);
+    return -1;
+  }
+  if (infer >= 0) shape[infer] = numel / known;
+  return 0;
 }
 
 /* ------------------------------------------------------- dims storage */
@@ -286,23 +365,168 @@ int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
 
 int bridge_wrap_dim(PyObject *dim_obj, int64_t dim, int ndim, int *out) {
   int64_t lo = ndim ? -ndim : -1, hi = ndim ? ndim - 1 : 0;
+  int overflow = 0;
   if (dim_obj != NULL) {
     if (PyBool_Check(dim_obj) || !PyIndex_Check(dim_obj)) {
       PyErr_Format(PyExc_TypeError, "dim must be an int, got %.100s", Py_TYPE(dim_obj)->tp_name);
       return -1;
     }
-    dim = PyLong_AsLongLong(dim_obj);
-    if (dim == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      dim = INT64_MAX;
-    }
+    dim = PyLong_AsLongLongAndOverflow(dim_obj, &overflow); /* calls __index__ */
+    if (dim == -1 && PyErr_Occurred()) return -1;
   }
-  if (dim < lo || dim > hi) {
-    PyErr_Format(PyExc_IndexError,
-                 "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                 (long long)lo, (long long)hi, (long long)dim);
+  if (overflow || dim < lo || dim > hi) {
+    if (overflow)
+      PyErr_Format(PyExc_IndexError,
+                   "Dimension out of range (expected to be in range of [%lld, %lld], but got %R)",
+                   (long long)lo, (long long)hi, dim_obj);
+    else
+      PyErr_Format(PyExc_IndexError,
+                   "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                   (long long)lo, (long long)hi, (long long)dim);
     return -1;
   }
   *out = (int)(dim < 0 ? dim + (ndim ? ndim : 1) : dim);
   return 0;
 }
+
+int bridge_parse_int64(PyObject *v, int64_t *out, const char *what) {
+  if (PyBool_Check(v) || !PyIndex_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", what, Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  PyObject *idx = PyNumber_Index(v);
+  if (idx == NULL) return -1;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
+  if (overflow) PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, idx);
+  Py_DECREF(idx);
+  if (PyErr_Occurred()) return -1;
+  *out = x;
+  return 0;
+}
+
+int bridge_parse_geometry(PyObject *shape_obj, PyObject *strides_obj, int64_t *shape,
+                          int64_t *strides) {
+  int n = bridge_parse_dims(shape_obj, shape, BRIDGE_MAX_NDIM, "shape");
+  if (n < 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (shape[i] < 0) {
+      PyErr_Format(PyExc_ValueError, "negative dimension %lld in size", (long long)shape[i]);
+      return -1;
+    }
+  if (strides_obj == NULL) return n;
+  int m = bridge_parse_dims(strides_obj, strides, BRIDGE_MAX_NDIM, "strides");
+  if (m < 0) return -1;
+  if (m != n) {
+    PyErr_Format(PyExc_ValueError, "shape and strides have different lengths (%d and %d)", n, m);
+    return -1;
+  }
+  return n;
+}
+
+/* ------------------------------------------- the rules, for Python */
+
+/* Each takes a geometry as sequences of ints (sizes >= 0, values in int64:
+ * ValueError otherwise) and returns what the rule above computes. */
+
+static int nargs_is(Py_ssize_t nargs, Py_ssize_t want, const char *signature) {
+  if (nargs == want) return 1;
+  PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", signature, want, nargs);
+  return 0;
+}
+
+static PyObject *py_contiguous_strides(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 1, "contiguous_strides(shape)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n = bridge_parse_geometry(args[0], NULL, shape, NULL);
+  if (n < 0) return NULL;
+  if (bridge_contiguous_strides(n, shape, strides) < 0) {
+    PyObject *s = bridge_dims_tuple(n, shape);
+    if (s != NULL)
+      PyErr_Format(PyExc_ValueError, "the contiguous strides of size %R do not fit in a 64-bit integer", s);
+    Py_XDECREF(s);
+    return NULL;
+  }
+  return bridge_dims_tuple(n, strides);
+}
+
+static PyObject *py_is_contiguous(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 2, "is_contiguous(shape, strides)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n = bridge_parse_geometry(args[0], args[1], shape, strides);
+  return n < 0 ? NULL : PyBool_FromLong(bridge_is_contiguous(n, shape, strides));
+}
+
+static PyObject *py_is_non_overlapping_and_dense(PyObject *mod, PyObject *const *args,
+                                                 Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 2, "is_non_overlapping_and_dense(shape, strides)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n = bridge_parse_geometry(args[0], args[1], shape, strides);
+  return n < 0 ? NULL : PyBool_FromLong(bridge_is_non_overlapping_and_dense(n, shape, strides));
+}
+
+static PyObject *py_extent(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 3, "extent(shape, strides, offset)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], offset, lo, hi;
+  int n = bridge_parse_geometry(args[0], args[1], shape, strides);
+  if (n < 0 || bridge_parse_int64(args[2], &offset, "storage offset") < 0) return NULL;
+  if (bridge_view_extent(n, shape, strides, offset, &lo, &hi) < 0) {
+    PyErr_SetString(PyExc_ValueError, "the tensor's shape and strides overflow a 64-bit range of elements");
+    return NULL;
+  }
+  return Py_BuildValue("(LL)", (long long)lo, (long long)hi);
+}
+
+static PyObject *py_wrap_dim(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 2, "wrap_dim(dim, ndim)")) return NULL;
+  int64_t ndim;
+  if (bridge_parse_int64(args[1], &ndim, "ndim") < 0) return NULL;
+  if (ndim < 0 || ndim > BRIDGE_MAX_NDIM)
+    return PyErr_Format(PyExc_ValueError, "ndim must be in [0, %d], got %lld", BRIDGE_MAX_NDIM,
+                        (long long)ndim);
+  int d;
+  return bridge_wrap_dim(args[0], 0, (int)ndim, &d) < 0 ? NULL : PyLong_FromLong(d);
+}
+
+static PyObject *py_infer_size(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 2, "infer_size(shape, numel)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], numel;
+  int n = bridge_parse_dims(args[0], shape, BRIDGE_MAX_NDIM, "shape");
+  if (n < 0 || bridge_parse_int64(args[1], &numel, "numel") < 0) return NULL;
+  if (numel < 0) return PyErr_Format(PyExc_ValueError, "numel must be >= 0, got %lld", (long long)numel);
+  return bridge_infer_size(n, shape, numel) < 0 ? NULL : bridge_dims_tuple(n, shape);
+}
+
+#define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
+
+static PyMethodDef geometry_functions[] = {
+    FAST("contiguous_strides", py_contiguous_strides,
+         "contiguous_strides(shape, /)\n--\n\nRow-major (C order) strides in elements; size-0 and "
+         "size-1 dims still get the product of the trailing sizes (max(size, 1)), as PyTorch. "
+         "ValueError when a stride does not fit in int64."),
+    FAST("is_contiguous", py_is_contiguous,
+         "is_contiguous(shape, strides, /)\n--\n\nC-contiguity as PyTorch and NumPy define it: "
+         "size-1 dims may have any stride; empty tensors are contiguous."),
+    FAST("is_non_overlapping_and_dense", py_is_non_overlapping_and_dense,
+         "is_non_overlapping_and_dense(shape, strides, /)\n--\n\nWhether the elements tile "
+         "[0, numel) exactly once in some dim order (positive strides; empty tensors: True)."),
+    FAST("extent", py_extent,
+         "extent(shape, strides, offset, /)\n--\n\n(lowest, highest + 1) element indices "
+         "reached; (offset, offset) when empty. ValueError when they overflow int64."),
+    FAST("wrap_dim", py_wrap_dim,
+         "wrap_dim(dim, ndim, /)\n--\n\ndim in [0, ndim) (negative dims count from the end; a "
+         "0-d tensor takes -1 and 0). IndexError (PyTorch's message) when out of range, TypeError "
+         "unless dim is an int (bools are not)."),
+    FAST("infer_size", py_infer_size,
+         "infer_size(shape, numel, /)\n--\n\nshape with its one -1 resolved so that it holds "
+         "numel elements; ValueError when it cannot (two -1s, other negative sizes, or no fit)."),
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_geometry_init(PyObject *mod) { return PyModule_AddFunctions(mod, geometry_functions); }

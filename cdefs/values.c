@@ -206,31 +206,6 @@ int bridge_store_scalar(TensorObject *t, char *addr, PyObject *value) {
 
 /* -------------------------------------------------------------- copies */
 
-/* Whether the elements tile [lo, hi) exactly once, with non-negative strides
- * (strides.is_non_overlapping_and_dense). */
-static int non_overlapping_and_dense(const TensorObject *t) {
-  int order[BRIDGE_MAX_NDIM], n = 0;
-  for (int i = 0; i < t->ndim; i++) {
-    if (t->shape[i] == 0) return 1;
-    if (t->shape[i] != 1) order[n++] = i;
-  }
-  for (int i = 1; i < n; i++) { /* insertion sort by |stride| (few dims) */
-    int d = order[i], j = i - 1;
-    int64_t key = llabs(t->strides[d]);
-    while (j >= 0 && llabs(t->strides[order[j]]) > key) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = d;
-  }
-  int64_t expected = 1;
-  for (int i = 0; i < n; i++) {
-    if (t->strides[order[i]] != expected) return 0;
-    expected *= t->shape[order[i]];
-  }
-  return 1;
-}
-
 /* clone(memory_format=None): dense host tensors are one memcpy
  * into fresh memory with the same strides; everything else is the Python
  * class's (_clone_slow: NumPy as the kernel, CuPy on CUDA). */
@@ -245,7 +220,8 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
                                                      PyTuple_GET_ITEM(kwnames, 0), "memory_format") == 0) &&
               (format == Py_None || (format == bridge_contiguous_format && format != NULL &&
                                      bridge_is_contiguous(t->ndim, t->shape, t->strides))));
-  if (!fast || !bridge_host_accessible(t->storage->dev_type) || !non_overlapping_and_dense(t)) {
+  if (!fast || !bridge_host_accessible(t->storage->dev_type) ||
+      !bridge_is_non_overlapping_and_dense(t->ndim, t->shape, t->strides)) {
     PyObject *fn = PyObject_GetAttrString((PyObject *)t, "_clone_slow");
     if (fn == NULL) return NULL;
     PyObject *r = PyObject_Vectorcall(fn, args, nargs, kwnames);

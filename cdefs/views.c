@@ -1,10 +1,11 @@
-/* The everyday view ops of TensorBase in C: permute,
- * transpose, view/reshape, (un)squeeze, expand, narrow, select, flatten,
- * is_contiguous. Each mirrors a pure function of bridge/core/strides.py (the
- * reference the tests hold them to) and builds its result with
- * bridge_tensor_new. Cases these do not cover (advanced indexing, dtype
- * views, copies, other memory formats) go to the Python class's _*_slow
- * methods. */
+/* The everyday view ops of TensorBase in C: permute, transpose, view/reshape,
+ * (un)squeeze, expand, narrow, select, flatten, is_contiguous. Each builds its
+ * result with bridge_tensor_new; the stride rules they share (contiguity, -1
+ * inference, dim wrapping) are geometry.c's, and view_strides below is the
+ * one home of "can this shape be a view". tests/test_views_property.py holds
+ * every op to NumPy doing the same thing to the same memory. Cases these do
+ * not cover (advanced indexing, dtype views, copies, other memory formats) go
+ * to the Python class's _*_slow methods. */
 
 #include "views.h"
 
@@ -38,47 +39,8 @@ static int parse_size_args(PyObject *const *args, Py_ssize_t nargs, int64_t *out
   return (int)nargs;
 }
 
-static PyObject *dims_repr(int n, const int64_t *v) {
-  PyObject *t = PyTuple_New(n);
-  for (int i = 0; t && i < n; i++) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
-  return t;
-}
-
-/* Resolve one -1 so that `shape` holds numel elements (strides.infer_size). */
-static int infer_size(int n, int64_t *shape, int64_t numel) {
-  int infer = -1;
-  int64_t known = 1;
-  for (int i = 0; i < n; i++) {
-    if (shape[i] == -1) {
-      if (infer >= 0) {
-        PyObject *s = dims_repr(n, shape);
-        PyErr_Format(PyExc_ValueError, "only one dimension can be inferred, got shape %R", s);
-        Py_XDECREF(s);
-        return -1;
-      }
-      infer = i;
-    } else if (shape[i] < 0) {
-      PyObject *s = dims_repr(n, shape);
-      PyErr_Format(PyExc_ValueError, "invalid shape dimension %lld in %R", (long long)shape[i], s);
-      Py_XDECREF(s);
-      return -1;
-    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
-      known = -1; /* cannot match any numel */
-      break;
-    }
-  }
-  if (infer >= 0 ? (known <= 0 || numel % known != 0) : known != numel) {
-    PyObject *s = dims_repr(n, shape);
-    PyErr_Format(PyExc_ValueError, "shape %R is invalid for input of size %lld", s, (long long)numel);
-    Py_XDECREF(s);
-    return -1;
-  }
-  if (infer >= 0) shape[infer] = numel / known;
-  return 0;
-}
-
 /* Strides for viewing (shape, strides) as new_shape, or 0 when a copy is
- * needed (torch's computeStride; strides.view_strides). */
+ * needed (torch's computeStride). */
 static int view_strides(int nd, const int64_t *shape, const int64_t *strides, int nn,
                         const int64_t *new_shape, int64_t *out) {
   if (nd == 0) {
@@ -136,7 +98,7 @@ static PyObject *tensor_permute(TensorObject *t, PyObject *const *args, Py_ssize
     int d;
     if (bridge_wrap_dim(NULL, dims[i], nd, &d) < 0) return NULL;
     if (seen & ((uint64_t)1 << d)) {
-      PyObject *r = dims_repr(n, dims);
+      PyObject *r = bridge_dims_tuple(n, dims);
       PyErr_Format(PyExc_ValueError, "permute: repeated dim in %R", r);
       Py_XDECREF(r);
       return NULL;
@@ -261,7 +223,7 @@ static PyObject *expand_to(TensorObject *t, int n, const int64_t *sizes) {
     int64_t size = sizes[i];
     if (i < lead) {
       if (size < 0) {
-        PyObject *r = dims_repr(n, sizes);
+        PyObject *r = bridge_dims_tuple(n, sizes);
         PyErr_Format(PyExc_ValueError, "expand: -1 is not allowed in a new leading dimension (%R)", r);
         Py_XDECREF(r);
         return NULL;
@@ -273,7 +235,7 @@ static PyObject *expand_to(TensorObject *t, int n, const int64_t *sizes) {
     int64_t cur = t->shape[i - lead], st = t->strides[i - lead];
     if (size == -1) size = cur;
     if (size < 0) {
-      PyObject *r = dims_repr(n, sizes);
+      PyObject *r = bridge_dims_tuple(n, sizes);
       PyErr_Format(PyExc_ValueError, "expand: invalid size %lld in %R", (long long)size, r);
       Py_XDECREF(r);
       return NULL;
@@ -283,7 +245,7 @@ static PyObject *expand_to(TensorObject *t, int n, const int64_t *sizes) {
     } else if (cur == 1) {
       strides[i] = 0;
     } else {
-      PyObject *r = dims_repr(n, sizes);
+      PyObject *r = bridge_dims_tuple(n, sizes);
       PyErr_Format(PyExc_ValueError,
                    "expand: size %lld of dimension %d cannot be expanded to %lld (target shape "
                    "%R); only size-1 dimensions can be expanded",
@@ -319,16 +281,16 @@ static PyObject *reshaped(TensorObject *t, PyObject *const *args, Py_ssize_t nar
   int64_t shape[MAXD], strides[MAXD];
   int n = parse_size_args(args, nargs, shape, "shape");
   if (n < 0) return NULL;
-  if (infer_size(n, shape, bridge_numel(t)) < 0) return NULL;
+  if (bridge_infer_size(n, shape, bridge_numel(t)) < 0) return NULL;
   if (view_strides(t->ndim, t->shape, t->strides, n, shape, strides))
     return view_of(t, n, shape, strides, t->offset);
-  PyObject *tup = dims_repr(n, shape);
+  PyObject *tup = bridge_dims_tuple(n, shape);
   if (tup == NULL) return NULL;
   PyObject *r;
   if (copy_ok) {
     r = call_method1((PyObject *)t, "_reshape_copy", tup);
   } else {
-    PyObject *old = dims_repr(t->ndim, t->shape), *ost = dims_repr(t->ndim, t->strides);
+    PyObject *old = bridge_dims_tuple(t->ndim, t->shape), *ost = bridge_dims_tuple(t->ndim, t->strides);
     PyErr_Format(PyExc_ValueError,
                  "view size %R is not compatible with input tensor's size %R and stride %R (at "
                  "least one dimension spans across two contiguous subspaces); use .reshape(...) "
@@ -407,7 +369,7 @@ static PyObject *tensor_flatten(TensorObject *t, PyObject *const *args, Py_ssize
   for (int i = a; i <= b; i++) merged *= t->shape[i];
   shape[n++] = merged;
   for (int i = b + 1; i < nd; i++) shape[n++] = t->shape[i];
-  PyObject *tup = dims_repr(n, shape);
+  PyObject *tup = bridge_dims_tuple(n, shape);
   if (tup == NULL) return NULL;
   PyObject *r = reshaped(t, &tup, 1, 1);
   Py_DECREF(tup);

@@ -1,9 +1,15 @@
-"""Stride arithmetic as pure functions over (shape, strides, offset) tuples.
+"""Stride arithmetic over (shape, strides, offset) tuples, in elements.
 
-Everything here is in elements, touches no memory and holds no state, so it can
-be property-tested against NumPy. Errors follow PyTorch: IndexError for
-dimensions and indices out of range, ValueError for shapes that do not fit,
-TypeError for arguments of the wrong kind.
+The rules the C core applies to every tensor (cdefs/geometry.c, cdefs/indexing.c)
+are written once, in C; this module re-exports them as the functions Python
+calls: ``contiguous_strides``, ``is_contiguous``, ``is_non_overlapping_and_dense``,
+``extent``, ``wrap_dim``, ``infer_size`` and ``apply_index`` (their docstrings
+are the C ones; tests/test_geometry_property.py holds each to NumPy). What C
+never needs is written here in Python: argument normalisation (``as_shape``,
+``check_sizes``), channels-last layouts, ``dense_strides_like`` and
+``broadcast_shapes``. Errors follow PyTorch: IndexError for dimensions and
+indices out of range, ValueError for shapes that do not fit, TypeError for
+arguments of the wrong kind.
 """
 
 from __future__ import annotations
@@ -13,8 +19,19 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bridge.core.native import _C
+
 Shape = tuple[int, ...]
 Strides = tuple[int, ...]
+
+# The rules written in C, one implementation each (see the module docstring).
+contiguous_strides = _C.contiguous_strides
+is_contiguous = _C.is_contiguous
+is_non_overlapping_and_dense = _C.is_non_overlapping_and_dense
+extent = _C.extent
+wrap_dim = _C.wrap_dim
+infer_size = _C.infer_size
+apply_index = _C.apply_index
 
 
 def prod(shape: Iterable[int]) -> int:
@@ -56,17 +73,6 @@ def check_sizes(shape: Shape, what: str = "shape") -> None:
             raise ValueError(f"negative dimension {s} in {what} {shape}")
 
 
-def contiguous_strides(shape: Shape) -> Strides:
-    """Row-major (C order) strides for ``shape``; size-0/1 dims still get the
-    product of the trailing sizes, as PyTorch does (max(size, 1))."""
-    strides = [0] * len(shape)
-    acc = 1
-    for i in range(len(shape) - 1, -1, -1):
-        strides[i] = acc
-        acc *= max(shape[i], 1)
-    return tuple(strides)
-
-
 def channels_last_strides(shape: Shape) -> Strides:
     """NHWC (4-d) or NDHWC (5-d) strides for an NCHW / NCDHW shape."""
     if len(shape) not in (4, 5):
@@ -78,19 +84,6 @@ def channels_last_strides(shape: Shape) -> Strides:
         strides[d] = acc
         acc *= max(shape[d], 1)
     return tuple(strides)
-
-
-def is_contiguous(shape: Shape, strides: Strides) -> bool:
-    """PyTorch's C-contiguity: size-1 dims may have any stride; empty tensors are contiguous."""
-    if 0 in shape:
-        return True
-    expected = 1
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        if size != 1:
-            if stride != expected:
-                return False
-            expected *= size
-    return True
 
 
 def is_channels_last(shape: Shape, strides: Strides) -> bool:
@@ -106,19 +99,6 @@ def is_channels_last(shape: Shape, strides: Strides) -> bool:
     return True
 
 
-def is_non_overlapping_and_dense(shape: Shape, strides: Strides) -> bool:
-    """True when the elements tile a contiguous block exactly once in some dim order."""
-    if 0 in shape:
-        return True
-    dims = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: abs(strides[d]))
-    expected = 1
-    for d in dims:
-        if strides[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
-
-
 def dense_strides_like(shape: Shape, strides: Strides) -> Strides:
     """Contiguous strides that keep the dim order of ``strides`` (PyTorch's
     preserve_format for dense tensors): the dim with the largest stride is outermost."""
@@ -129,126 +109,6 @@ def dense_strides_like(shape: Shape, strides: Strides) -> Strides:
         out[d] = acc
         acc *= max(shape[d], 1)
     return tuple(out)
-
-
-def extent(shape: Shape, strides: Strides, offset: int) -> tuple[int, int]:
-    """``(lowest, highest + 1)`` element indices touched; ``(offset, offset)`` when empty."""
-    lo = hi = offset
-    for size, stride in zip(shape, strides):
-        if size == 0:
-            return offset, offset
-        if stride > 0:
-            hi += (size - 1) * stride
-        else:
-            lo += (size - 1) * stride
-    return lo, hi + 1
-
-
-def check_in_bounds(shape: Shape, strides: Strides, offset: int, capacity: int) -> None:
-    """ValueError unless every element lies in ``[0, capacity)`` storage elements
-    and every size, stride and the offset fit in int64 (DLPack's and Arrow's
-    width)."""
-    for name, values in (("size", shape), ("stride", strides), ("storage offset", (offset,))):
-        for v in values:
-            if not -(2**63) <= v < 2**63:
-                raise ValueError(f"{name} {v} does not fit in a 64-bit integer")
-    if offset < 0:
-        raise ValueError(f"storage offset must be non-negative, got {offset}")
-    lo, hi = extent(shape, strides, offset)
-    if lo == hi:  # empty: only the offset itself must be within the storage
-        if offset > capacity:
-            raise ValueError(
-                f"storage offset {offset} is past the end of a storage of {capacity} elements"
-            )
-        return
-    if lo < 0 or hi > capacity:
-        raise ValueError(
-            f"view of size {shape} with strides {strides} and offset {offset} reaches elements "
-            f"[{lo}, {hi}) but the storage holds {capacity} elements"
-        )
-
-
-def wrap_dim(dim: Any, ndim: int, *, extra: int = 0) -> int:
-    """Normalise a possibly negative dim; IndexError (PyTorch's message) when out of range.
-
-    ``extra`` widens the range for ops that insert dims (unsqueeze: 1).
-    """
-    try:
-        d = operator.index(dim)
-    except TypeError:
-        raise TypeError(f"dim must be an int, got {dim!r}") from None
-    n = max(ndim + extra, 1)
-    if not -n <= d < n:
-        raise IndexError(
-            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
-        )
-    return d + n if d < 0 else d
-
-
-def infer_size(shape: Shape, numel: int) -> Shape:
-    """Resolve one -1 in ``shape`` so that it holds ``numel`` elements; ValueError if impossible."""
-    low = min(shape, default=0)
-    if low >= 0:  # the common case: nothing to infer
-        if prod(shape) != numel:
-            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-        return shape
-    if low == -1 and shape.count(-1) == 1:
-        known = -prod(shape)
-        if known == 0 or numel % known:
-            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-        i = shape.index(-1)
-        return (*shape[:i], numel // known, *shape[i + 1 :])
-    neg = [i for i, s in enumerate(shape) if s == -1]
-    if len(neg) > 1:
-        raise ValueError(f"only one dimension can be inferred, got shape {shape}")
-    for s in shape:
-        if s < -1:
-            raise ValueError(f"invalid shape dimension {s} in {shape}")
-    known = prod(s for s in shape if s != -1)
-    if neg:
-        if known == 0 or numel % known:
-            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-        i = neg[0]
-        return (*shape[:i], numel // known, *shape[i + 1 :])
-    if known != numel:
-        raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-    return shape
-
-
-def view_strides(old_shape: Shape, old_strides: Strides, new_shape: Shape) -> Strides | None:
-    """Strides that let ``new_shape`` view the same elements as (old_shape, old_strides),
-    or None when no view exists and a copy is needed (PyTorch's ``computeStride``)."""
-    if not old_shape:
-        return (1,) * len(new_shape)
-    numel = prod(old_shape)
-    if numel == 0:
-        if old_shape == new_shape:
-            return old_strides
-        return contiguous_strides(new_shape)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = old_strides[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(old_shape) - 1, -1, -1):
-        tensor_numel *= old_shape[tensor_d]
-        if tensor_d == 0 or (
-            old_shape[tensor_d - 1] != 1
-            and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
-        ):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = old_strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
@@ -264,116 +124,3 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
             elif out[i] != size:
                 raise ValueError(f"shapes {', '.join(map(str, shapes))} cannot be broadcast together")
     return tuple(out)
-
-
-def expand(shape: Shape, strides: Strides, new_shape: Shape) -> tuple[Shape, Strides]:
-    """Broadcast (shape, strides) to ``new_shape`` with stride 0 for the new and
-    the stretched size-1 dims; -1 keeps a size. ValueError when sizes conflict."""
-    nd = len(new_shape)
-    if nd < len(shape):
-        raise ValueError(
-            f"expand: the number of sizes provided ({nd}) must be greater or equal to the "
-            f"number of dimensions in the tensor ({len(shape)})"
-        )
-    lead = nd - len(shape)
-    out_shape = []
-    out_strides = []
-    for i, size in enumerate(new_shape):
-        if i < lead:
-            if size < 0:
-                raise ValueError(f"expand: -1 is not allowed in a new leading dimension ({new_shape})")
-            out_shape.append(size)
-            out_strides.append(0)
-            continue
-        cur, st = shape[i - lead], strides[i - lead]
-        if size == -1:
-            size = cur
-        if size < 0:
-            raise ValueError(f"expand: invalid size {size} in {new_shape}")
-        if cur == size:
-            out_strides.append(st)
-        elif cur == 1:
-            out_strides.append(0)
-        else:
-            raise ValueError(
-                f"expand: size {cur} of dimension {i - lead} cannot be expanded to {size} "
-                f"(target shape {new_shape}); only size-1 dimensions can be expanded"
-            )
-        out_shape.append(size)
-    return tuple(out_shape), tuple(out_strides)
-
-
-def permute(shape: Shape, strides: Strides, dims: Sequence[int]) -> tuple[Shape, Strides]:
-    """Reorder dims; ValueError unless ``dims`` is a permutation of range(ndim)."""
-    nd = len(shape)
-    if len(dims) != nd:
-        raise ValueError(f"permute: number of dims {len(dims)} does not match tensor ndim {nd}")
-    norm = [d if type(d) is int and 0 <= d < nd else wrap_dim(d, nd) for d in dims]
-    if len(set(norm)) != nd:
-        raise ValueError(f"permute: repeated dim in {tuple(dims)}")
-    return tuple([shape[d] for d in norm]), tuple([strides[d] for d in norm])
-
-
-def slice_dim(size: int, stride: int, s: slice) -> tuple[int, int, int]:
-    """``(new_size, new_stride, element_offset)`` for slicing one dim with any step
-    (negative steps included, NumPy semantics); ValueError for step 0."""
-    start, stop, step = s.indices(size)  # ValueError for step 0 (Python's message)
-    n = len(range(start, stop, step))
-    return n, stride * step, (start * stride if n else 0)
-
-
-def apply_index(
-    shape: Shape, strides: Strides, offset: int, key: Any
-) -> tuple[Shape, Strides, int]:
-    """Apply a basic index (ints, slices, None, Ellipsis, or a tuple of them) to a view.
-
-    IndexError for out-of-range ints, too many indices or several ellipses;
-    TypeError for index kinds that are not basic (the caller handles advanced ones).
-    """
-    if not isinstance(key, tuple):
-        key = (key,)
-    n_ell = sum(1 for k in key if k is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    nd = len(shape)
-    if consumed > nd:
-        raise IndexError(f"too many indices for tensor of dimension {nd}")
-    out_shape: list[int] = []
-    out_strides: list[int] = []
-    d = 0
-    for k in key:
-        if k is None:
-            out_shape.append(1)
-            # PyTorch's unsqueeze stride: the size*stride of the dim it lands before.
-            out_strides.append(1 if d >= nd else strides[d] * shape[d])
-            continue
-        if k is Ellipsis:
-            skip = nd - consumed
-            out_shape.extend(shape[d : d + skip])
-            out_strides.extend(strides[d : d + skip])
-            d += skip
-            continue
-        if isinstance(k, slice):
-            n, st, off = slice_dim(shape[d], strides[d], k)
-            out_shape.append(n)
-            out_strides.append(st)
-            offset += off
-            d += 1
-            continue
-        if isinstance(k, bool):
-            raise TypeError("boolean scalar indices are not basic indices")
-        try:
-            i = operator.index(k)
-        except TypeError:
-            raise TypeError(
-                f"only integers, slices, None, Ellipsis and tensors/arrays/lists are valid indices, got {k!r}"
-            ) from None
-        size = shape[d]
-        if not -size <= i < size:
-            raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
-        offset += (i + size if i < 0 else i) * strides[d]
-        d += 1
-    out_shape.extend(shape[d:])
-    out_strides.extend(strides[d:])
-    return tuple(out_shape), tuple(out_strides), offset
