@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # --no-build-isolation: the build needs only setuptools (already in .venv) and a
 # C compiler, so no isolated build environment has to be downloaded.
-C_SOURCES := $(wildcard cdefs/*.c cdefs/*.h)
+C_SOURCES := $(wildcard cdefs/*.c cdefs/*.h cdefs/*/*.c cdefs/*/*.h)
 $(STAMP): $(BIN)/python pyproject.toml $(C_SOURCES)
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,dev,docs]"
 	touch $@

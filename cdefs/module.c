@@ -5,13 +5,12 @@
  * apart). cffi cannot pass Python objects, so nothing crosses its boundary
  * but this call; everything after it is ordinary CPython. */
 
-#include "core.h"
+#include "interop/interop.h"
 
-PyObject *bridge_str_dlpack, *bridge_str_max_version,
-    *bridge_max_version_value;
 extern PyObject *bridge_ndarray_type;
 int bridge_tensor_prepare_type(void);
 int bridge_tensor_init(PyObject *mod);
+int bridge_drivers_init(PyObject *mod); /* drivers/drivers.c */
 
 /* ----------------------------------------------------------- registry */
 
@@ -110,10 +109,6 @@ static struct PyModuleDef drivers_module = {
     -1, NULL, NULL, NULL, NULL, NULL};
 
 static int init_modules(void) {
-  if (!(bridge_str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
-      !(bridge_str_max_version = PyUnicode_InternFromString("max_version")) ||
-      !(bridge_max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
-    return -1;
   if (bridge_tensor_prepare_type() < 0 || PyType_Ready(&BridgeDType_Type) < 0 ||
       PyType_Ready(&BridgeStorage_Type) < 0 || PyType_Ready(&BridgeTensor_Type) < 0)
     return -1;

@@ -38,7 +38,7 @@ TITLES = {
     "interop": "interop: bridge/interop/",
     "interop.facade": "facade: asarray",
     "core": "core: bridge/core/",
-    "c": "C extension: cdefs/*.c built into bridge._native",
+    "c": "C extension: cdefs/**/*.c built into bridge._native",
 }
 NATIVE_LABELS = {
     "bridge._native": "bridge._native: cffi module, its only call is bridge_init",
@@ -218,7 +218,7 @@ QUOTED = re.compile(r'^"[^"\s]+"$')
 
 
 def c_sources() -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(CDEFS.glob("*.[ch]")) if p.name != "_native.c"}
+    return {p.name: p.read_text() for p in sorted(CDEFS.rglob("*.[ch]")) if p.name != "_native.c"}
 
 
 def python_sources() -> str:
@@ -269,7 +269,7 @@ def names_something(span: str) -> bool:
     m = PATH.match(span)
     if m:
         bare_c = "/" not in m["path"] and m["path"].endswith((".c", ".h"))
-        path = f"cdefs/{m['path']}" if bare_c else m["path"]
+        path = f"cdefs/**/{m['path']}" if bare_c else m["path"]
         files = sorted(ROOT.glob(path))
         if not files:
             return False
@@ -340,7 +340,7 @@ def test_every_path_on_the_page_exists() -> None:
 
 def test_every_c_file_and_python_module_is_on_the_page() -> None:
     named = [PATH.match(s)["path"] for s in SPAN.findall(DOC.read_text()) if PATH.match(s)]
-    files = [*sorted(CDEFS.glob("*.[ch]")), CDEFS / "build.py", *sorted(PKG.rglob("*.py"))]
+    files = [*sorted(CDEFS.rglob("*.[ch]")), CDEFS / "build.py", *sorted(PKG.rglob("*.py"))]
     missing = [str(f.relative_to(ROOT)) for f in files
                if not any(f in ROOT.glob(n) for n in named if "/" in n)]  # fmt: skip
     assert not missing, f"files docs/architecture.md does not name (add a row): {missing}"
@@ -349,14 +349,14 @@ def test_every_c_file_and_python_module_is_on_the_page() -> None:
 def test_the_checker_refuses_what_does_not_exist() -> None:
     assert names_something("bridge_storage_adopt") and names_something("StorageObject.owner")
     assert names_something("bridge.UntypedStorage.owner") and names_something('"bridge.memory"')
-    assert names_something("cdefs/storage.c:bridge_storage_adopt")
+    assert names_something("cdefs/core/storage.c:bridge_storage_adopt")
     assert not names_something("bridge_storage_set_owner")
     assert not names_something("StorageObject.keep")
     assert not names_something("StorageObject.itemsize")  # a DTypeObject field
     assert names_something("fast_block.owner") and names_something("buffer_info.keep")
     assert not names_something("bridge.UntypedStorage.keep_alive")
     assert not names_something("cdefs/bridge.c")
-    assert not names_something("cdefs/storage.c:bridge_dlpack_build")
+    assert not names_something("cdefs/core/storage.c:bridge_dlpack_build")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Property tests: the stride rules the C core exposes to Python, against NumPy.
 
-Each rule is written once, in C (cdefs/geometry.c, cdefs/indexing.c), and
+Each rule is written once, in C (cdefs/core/geometry.c, cdefs/core/indexing.c), and
 reaches Python as a ``bridge._C`` function that ``bridge.core.strides``
 re-exports. Every one is held here to NumPy doing the same thing: contiguity
 to ``as_strided(...).flags.c_contiguous``, contiguous strides to the strides of

@@ -31,7 +31,7 @@ _DL_TYPES: dict[str, int] = {
 _ALIASES = {"xpu": "oneapi", "hip": "rocm", "mps": "metal", "gpu": "cuda"}
 _BY_DL: dict[int, str] = {v: k for k, v in _DL_TYPES.items()}
 # Device types whose memory the host can read and write directly.
-# The C core's one list (bridge_host_accessible in cdefs/storage.c).
+# The C core's one list (bridge_host_accessible in cdefs/core/storage.c).
 _HOST_ACCESSIBLE = frozenset(name for name, code in _DL_TYPES.items() if lib.bridge_host_accessible(code))
 
 

@@ -1,7 +1,7 @@
 """The owners of memory: the objects whose lives keep a storage's bytes valid.
 
 A storage's ownership record (``bridge._C.StorageBase``, the struct
-``StorageObject`` in ``cdefs/core.h``: pointer, size, device, read-only bit,
+``StorageObject`` in ``cdefs/core/core.h``: pointer, size, device, read-only bit,
 owner) names one owner, and every exporter (DLPack, buffers, NumPy, Arrow)
 holds that owner, never the storage (``bridge_storage_owner`` in C answers
 "what must an exporter hold"), so what was lent outlives a later
@@ -14,7 +14,7 @@ Python; the ones made in C are listed with the file that makes them:
 source                                 owner
 =====================================  =========================================================
 bridge's own allocation (``empty``,    a ``"bridge.memory"`` capsule that frees the block without
-``clone``, ``resize_``, ...)           releasing the GIL (``cdefs/memory.c``)
+``clone``, ``resize_``, ...)           releasing the GIL (``cdefs/core/memory.c``)
 any buffer-protocol object             :class:`BufferExport`: the buffer's export, held, so the
 (``from_buffer``, ``frombuffer``)      exporter cannot resize under it
 a file (``from_file``)                 :class:`FileMapping`
@@ -22,14 +22,14 @@ shared memory (``share_memory_``,      :class:`SharedMemoryBlock` (small storage
 a storage received from a process)     :func:`shared_block`)
 a DLPack producer (``from_dlpack``,    none: the storage itself owns the producer's managed
 ``from_numpy``: NumPy arrays of every  tensor and calls its deleter exactly once when it dies
-dtype travel through DLPack)           (``owner`` is then the storage; ``cdefs/storage.c``)
+dtype travel through DLPack)           (``owner`` is then the storage; ``cdefs/core/storage.c``)
 an Arrow C array (``from_arrow``)      an import guard whose destructor calls the producer's
-                                       release exactly once (``cdefs/arrow_import.c``)
+                                       release exactly once (``cdefs/interop/arrow_import.c``)
 ``__cuda_array_interface__``           :class:`CudaArrayInterfaceOwner`
 ``__array_interface__`` / a pyarrow    the described object itself (it keeps its memory)
 Buffer
 CUDA memory bridge allocated (a copy   a ``CudaBlock`` that frees it with ``cuMemFree``
-to the device)                         (``cdefs/cuda.c``)
+to the device)                         (``cdefs/interop/cuda.c``)
 =====================================  =========================================================
 """
 

@@ -1,6 +1,6 @@
 """Stride arithmetic over (shape, strides, offset) tuples, in elements.
 
-The rules the C core applies to every tensor (cdefs/geometry.c, cdefs/indexing.c)
+The rules the C core applies to every tensor (cdefs/core/geometry.c, cdefs/core/indexing.c)
 are written once, in C; this module re-exports them as the functions Python
 calls: ``contiguous_strides``, ``is_contiguous``, ``is_non_overlapping_and_dense``,
 ``extent``, ``wrap_dim``, ``infer_size`` and ``apply_index`` (their docstrings

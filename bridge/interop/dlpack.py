@@ -1,15 +1,15 @@
 """DLPack: zero-copy export and import of tensors (dlpack.h v1.3).
 
 Export: ``Tensor.__dlpack__`` / ``__dlpack_device__`` are C methods
-(``cdefs/dlpack_export.c``) that parse and check every export keyword
+(``cdefs/interop/dlpack_export.c``) that parse and check every export keyword
 (``stream``, ``max_version``, ``dl_device``, ``copy``) in one place and build
 one managed tensor (struct, shape and strides in one allocation) from the
 tensor's C struct, with ``manager_ctx`` holding the storage's owner; the
 deleter and capsule destructor are C. ``Tensor.__dlpack_c_exchange_api__`` is
-the v1.3 C exchange API capsule (``cdefs/exchange_api.c``).
+the v1.3 C exchange API capsule (``cdefs/interop/exchange_api.c``).
 :func:`to_dlpack` is torch's name for ``__dlpack__``.
 
-Import: :func:`from_dlpack` is C (``cdefs/dlpack_import.c``), with its
+Import: :func:`from_dlpack` is C (``cdefs/interop/dlpack_import.c``), with its
 ``device=``/``copy=`` policy: it consumes a capsule, or asks an object for one
 (one C function asks every producer, for ``from_dlpack``, ``from_numpy``,
 ``from_arrow`` and ``asarray`` alike), or uses its type's C exchange API;

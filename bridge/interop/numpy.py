@@ -1,6 +1,6 @@
 """NumPy and Python buffers.
 
-Export, all in C over the tensor's struct (``cdefs/numpy.c``): the buffer
+Export, all in C over the tensor's struct (``cdefs/interop/numpy.c``): the buffer
 protocol (PEP 3118; what NumPy tries first, and what ``memoryview(t)`` uses),
 ``Tensor.__array_struct__`` and ``Tensor.__array_interface__`` (version 3).
 Every export holds the storage's owner.

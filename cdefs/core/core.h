@@ -1,15 +1,19 @@
 /* The C core's internal header: the three object structs (dtype, storage,
- * tensor), the one tensor constructor, and what the protocol files share.
- * Included by every .c file in cdefs/; cffi never reads it (cffi sees only
- * bridge.h). Every function here expects the GIL to be held.
+ * tensor), the one tensor constructor, and what the core files share. It
+ * declares only what cdefs/core/ defines: the core never includes or calls
+ * interop (tests/test_c_layers.py checks both). Included by every .c file;
+ * cffi never reads it (cffi sees only bridge.h). Every function here expects
+ * the GIL to be held.
  *
- * Reading order of cdefs/: dlpack.h, arrow_c_data.h (the ABIs), bridge.h (the
- * cffi surface), this file, then memory.c, dtype.c, storage.c, geometry.c,
- * tensor.c, views.c, indexing.c, values.c (the core), dlpack_export.c,
- * dlpack_import.c, exchange_api.c, numpy.c, arrow_export.c, arrow_import.c
- * (one file per protocol), cuda.c (stream ordering and copies through the
- * CUDA driver), module.c (the modules bridge._C and bridge._drivers) and
- * drivers.c (test and conformance drivers, apart from production code). */
+ * Reading order of cdefs/ (its folders mirror bridge/): dlpack.h,
+ * arrow_c_data.h (the ABIs), bridge.h (the cffi surface), then core/: this
+ * file, memory.c, dtype.c, storage.c, geometry.c, tensor.c, views.h, views.c,
+ * indexing.c, values.c (the core objects); interop/: interop.h,
+ * dlpack_export.c, dlpack_import.c, exchange_api.c, numpy.c, arrow_export.c,
+ * arrow_import.c (one file per protocol direction), cuda.c (stream ordering
+ * and copies through the CUDA driver); module.c (the modules bridge._C and
+ * bridge._drivers: the one file that joins the layers); drivers/drivers.c
+ * (test and conformance drivers, apart from production code). */
 
 #ifndef BRIDGE_CORE_H
 #define BRIDGE_CORE_H
@@ -87,9 +91,6 @@ static inline PyObject *bridge_storage_owner(StorageObject *s) {
  * storage dies); on failure the deleter has run. */
 StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
                                          void *managed, int versioned, int readonly);
-/* Call a managed tensor's deleter, versioned or legacy (if it has one): the
- * one dispatch. No Python code of bridge's runs; any thread. */
-void bridge_dlpack_call_deleter(void *managed, int versioned);
 /* Run an imported managed tensor's deleter (error state kept). */
 void bridge_dlpack_release(void *managed, int versioned);
 /* A new storage over foreign memory (the registered class). */
@@ -249,65 +250,22 @@ PyObject *bridge_callback_get(bridge_callback which); /* borrowed; RuntimeError 
 /* bridge.contiguous_format, registered by the Python layer (NULL before). */
 extern PyObject *bridge_contiguous_format;
 
-/* Interned strings and small constants made once at init. */
-extern PyObject *bridge_str_dlpack, *bridge_str_max_version,
-    *bridge_max_version_value;
-
-/* Module-init hooks of the core and protocol files: each adds its functions to `mod`. */
-int bridge_dlpack_export_init(PyObject *mod);
-int bridge_dlpack_import_init(PyObject *mod);
-int bridge_exchange_api_init(PyObject *mod);
-int bridge_arrow_export_init(PyObject *mod);
-int bridge_arrow_import_init(PyObject *mod);
-int bridge_numpy_init(PyObject *mod);
+/* Module-init hooks of the core files: each adds its functions to `mod`
+ * (called by module.c, which joins the layers). */
 int bridge_values_init(PyObject *mod);
-int bridge_drivers_init(PyObject *mod);
-int bridge_cuda_init(PyObject *mod);
 int bridge_geometry_init(PyObject *mod);
 int bridge_indexing_init(PyObject *mod);
 
-/* CUDA (cuda.c; BufferError without a driver). Streams are DLPack's integers. */
-uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 by default) */
-int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
-int bridge_cuda_synchronize(int dev, uintptr_t stream);
-int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
-/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
-PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
-
-/* Methods the protocol files add to TensorBase (assembled in tensor.c). */
-extern PyMethodDef bridge_view_methods[], bridge_value_methods[], bridge_dlpack_methods[],
-    bridge_numpy_methods[], bridge_arrow_methods[];
-extern PyGetSetDef bridge_view_getset[], bridge_numpy_getset[];
-extern PyBufferProcs bridge_tensor_as_buffer;
+/* Methods the core files add to TensorBase (assembled in tensor.c). */
+extern PyMethodDef bridge_view_methods[], bridge_value_methods[];
+extern PyGetSetDef bridge_view_getset[];
 extern PyMappingMethods bridge_tensor_as_mapping;
 
-/* DLPack export of a tensor as it is: one managed tensor (struct, shape and
- * strides in one block) holding its storage's owner. NULL with an exception. */
-void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned);
-PyObject *bridge_dlpack_wrap(void *managed, int versioned); /* the capsule */
-extern PyCapsule_Destructor bridge_dlpack_capsule_destructor; /* for the test drivers */
-/* Import: consume a capsule into a tensor; NULL with an exception. */
-PyObject *bridge_dlpack_import_capsule(PyObject *capsule);
-/* A copy of t on DLPack device (type, id): the one rule for which devices
- * bridge copies between (host <-> CUDA, by the copy engine); BufferError else. */
-PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id);
-/* A copy in new memory: the copy engine for CUDA, clone(contiguous_format) else. */
-PyObject *bridge_dlpack_copy(TensorObject *t);
-/* A device spec as DLPack's pair: a (type, id) tuple or a bridge.device, and
- * with `names` also what bridge.device() takes ("cpu", "cuda:1"). TypeError
- * (ValueError for a bad name) otherwise. */
-int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
-/* The array API's stream argument for memory on (dev_type, dev_id), checked:
- * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
-int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out);
-/* Ask x for its DLPack export (__dlpack__(max_version=(1, 3)), the consumer's
- * stream for CUDA, the legacy retry) and import it: the one request. */
-PyObject *bridge_dlpack_ask(PyObject *x);
-/* Import a managed tensor taken over (from a capsule or an exchange API). */
-PyObject *bridge_dlpack_adopt(void *managed, int versioned);
-extern const char BRIDGE_NAME_API[];
-/* DLPack's capsule names, written once (dlpack_export.c). */
-extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
-    BRIDGE_NAME_USED_VERSIONED[];
+/* (temporary, until the core stops calling interop) */
+void bridge_dlpack_release(void *managed, int versioned);
+uintptr_t bridge_cuda_current_stream(void);
+extern PyMethodDef bridge_dlpack_methods[], bridge_numpy_methods[], bridge_arrow_methods[];
+extern PyGetSetDef bridge_numpy_getset[];
+extern PyBufferProcs bridge_tensor_as_buffer;
 
 #endif /* BRIDGE_CORE_H */

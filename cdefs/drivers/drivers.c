@@ -3,7 +3,7 @@
  * cffi, deleters that only count, a deleter run from a thread with no Python
  * state, and callers of any library's DLPack C exchange API. */
 
-#include "core.h"
+#include "interop/interop.h"
 
 #include <pthread.h>
 #include <stdio.h>

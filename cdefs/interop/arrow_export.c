@@ -6,7 +6,7 @@
  * here from the tensor's C struct: a spec names buffers only as NULL (0) or
  * "the storage's data" (1), so no address travels through Python. */
 
-#include "core.h"
+#include "interop.h"
 
 #include <errno.h>
 #include <stdio.h>

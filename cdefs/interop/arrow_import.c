@@ -7,7 +7,7 @@
  * trusted. bridge.from_arrow is here too (pyarrow's plain primitive arrays
  * go through pyarrow's DLPack export, in C). */
 
-#include "core.h"
+#include "interop.h"
 
 #include <stdlib.h>
 

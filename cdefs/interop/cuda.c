@@ -9,7 +9,7 @@
  * (the driver API takes all three as CUstream). A storage records the stream
  * its memory's last work was ordered on (0: none to wait for). */
 
-#include "core.h"
+#include "interop.h"
 
 #include <dlfcn.h>
 

@@ -5,7 +5,7 @@
  * rules they share with the import side (what a stream may be, which devices
  * bridge copies between, device specs) live here too. */
 
-#include "core.h"
+#include "interop.h"
 
 #include <stdlib.h>
 

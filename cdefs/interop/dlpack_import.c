@@ -6,7 +6,7 @@
  * import (from_dlpack, from_numpy, from_arrow, asarray) asks an object for
  * its DLPack export. */
 
-#include "core.h"
+#include "interop.h"
 
 #define NAME_LEGACY BRIDGE_NAME_LEGACY
 #define NAME_VERSIONED BRIDGE_NAME_VERSIONED
@@ -17,6 +17,7 @@ const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
 static PyObject *api_cache;   /* type -> exchange API capsule or None */
 static PyObject *torch_types; /* types whose exports follow torch's rules */
 static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
+static PyObject *str_dlpack, *str_max_version, *max_version_value; /* __dlpack__(max_version=(1, 3)) */
 
 void bridge_dlpack_release(void *managed, int versioned) {
   PyObject *saved = bridge_fetch_error(); /* the producer's deleter may run Python code */
@@ -354,7 +355,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
     return out;
   }
   PyObject *exc = bridge_fetch_error();
-  PyObject *method = PyObject_GetAttr(x, bridge_str_dlpack);
+  PyObject *method = PyObject_GetAttr(x, str_dlpack);
   if (method != NULL) {
     Py_DECREF(method);
     Py_XDECREF(exc);
@@ -402,8 +403,8 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
                               int *keywords_taken, uintptr_t *stream_passed) {
   int cuda = to_cuda ? 1 : producer_on_cuda(x);
   if (cuda < 0) return NULL;
-  PyObject *stack[5] = {x, bridge_max_version_value};
-  PyObject *names[4] = {bridge_str_max_version};
+  PyObject *stack[5] = {x, max_version_value};
+  PyObject *names[4] = {str_max_version};
   Py_ssize_t n = 1;
   if (dl_device != NULL) {
     stack[1 + n] = dl_device;
@@ -426,14 +427,14 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
     return NULL;
   }
   for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(kwnames, i, Py_NewRef(names[i]));
-  PyObject *cap = PyObject_VectorcallMethod(bridge_str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+  PyObject *cap = PyObject_VectorcallMethod(str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                             kwnames);
   Py_DECREF(kwnames);
   Py_XDECREF(stream);
   *keywords_taken = 1;
   *stream_passed = consumer;
   if (cap == NULL) {
-    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, bridge_str_dlpack)) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, str_dlpack)) {
       PyErr_Clear();
       return PyErr_Format(PyExc_TypeError, "%.200s does not support DLPack (no __dlpack__ method)",
                           Py_TYPE(x)->tp_name);
@@ -442,7 +443,7 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
     PyErr_Clear();
     *keywords_taken = 0;
     *stream_passed = 0;
-    cap = PyObject_CallMethodNoArgs(x, bridge_str_dlpack);
+    cap = PyObject_CallMethodNoArgs(x, str_dlpack);
     if (cap == NULL) return NULL;
   }
   if (!PyCapsule_CheckExact(cap)) {
@@ -649,7 +650,10 @@ int bridge_dlpack_import_init(PyObject *mod) {
       !(str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__")) ||
       !(str_dl_device = PyUnicode_InternFromString("dl_device")) ||
       !(str_copy = PyUnicode_InternFromString("copy")) ||
-      !(str_stream = PyUnicode_InternFromString("stream")))
+      !(str_stream = PyUnicode_InternFromString("stream")) ||
+      !(str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||
+      !(str_max_version = PyUnicode_InternFromString("max_version")) ||
+      !(max_version_value = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
     return -1;
   return PyModule_AddFunctions(mod, import_functions);
 }

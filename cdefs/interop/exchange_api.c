@@ -3,7 +3,7 @@
  * bridge tensors without a capsule. Every entry reads the tensor's C struct;
  * the GIL is held by the caller, as the API requires. */
 
-#include "core.h"
+#include "interop.h"
 
 #include <stdlib.h>
 

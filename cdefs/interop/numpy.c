@@ -4,7 +4,7 @@
  * refuses goes to bridge.interop.numpy). Every export holds the storage's
  * owner, so it outlives a later resize_() or set_() of the tensor. */
 
-#include "core.h"
+#include "interop.h"
 
 #include <stdio.h>
 #include <stdlib.h>

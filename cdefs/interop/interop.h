@@ -1,0 +1,70 @@
+/* What the interop files share and the core never needs: the DLPack export
+ * and import entry points, capsule names, stream and device rules, and the
+ * CUDA driver calls. Included by the files of cdefs/interop/, the test
+ * drivers and module.c; never by cdefs/core/ (tests/test_c_layers.py checks
+ * that). Every function here expects the GIL to be held. */
+
+#ifndef BRIDGE_INTEROP_H
+#define BRIDGE_INTEROP_H
+
+#include "core/core.h"
+
+/* Module-init hooks of the protocol files: each adds its functions to `mod`
+ * (called by module.c). */
+int bridge_dlpack_export_init(PyObject *mod);
+int bridge_dlpack_import_init(PyObject *mod);
+int bridge_exchange_api_init(PyObject *mod);
+int bridge_arrow_export_init(PyObject *mod);
+int bridge_arrow_import_init(PyObject *mod);
+int bridge_numpy_init(PyObject *mod);
+int bridge_cuda_init(PyObject *mod);
+
+/* CUDA (cuda.c; BufferError without a driver). Streams are DLPack's integers. */
+uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 by default) */
+int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
+int bridge_cuda_synchronize(int dev, uintptr_t stream);
+int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
+/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
+PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
+
+/* Methods and slots the protocol files add to TensorBase (module.c hands
+ * them to bridge_tensor_prepare_type). */
+extern PyMethodDef bridge_dlpack_methods[], bridge_numpy_methods[], bridge_arrow_methods[];
+extern PyGetSetDef bridge_numpy_getset[];
+extern PyBufferProcs bridge_tensor_as_buffer;
+
+/* Call a managed tensor's deleter, versioned or legacy (if it has one): the
+ * one dispatch. No Python code of bridge's runs; any thread. */
+void bridge_dlpack_call_deleter(void *managed, int versioned);
+/* Run an imported managed tensor's deleter (error state kept). */
+void bridge_dlpack_release(void *managed, int versioned);
+/* DLPack export of a tensor as it is: one managed tensor (struct, shape and
+ * strides in one block) holding its storage's owner. NULL with an exception. */
+void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned);
+PyObject *bridge_dlpack_wrap(void *managed, int versioned); /* the capsule */
+extern PyCapsule_Destructor bridge_dlpack_capsule_destructor; /* for the test drivers */
+/* Import: consume a capsule into a tensor; NULL with an exception. */
+PyObject *bridge_dlpack_import_capsule(PyObject *capsule);
+/* A copy of t on DLPack device (type, id): the one rule for which devices
+ * bridge copies between (host <-> CUDA, by the copy engine); BufferError else. */
+PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id);
+/* A copy in new memory: the copy engine for CUDA, clone(contiguous_format) else. */
+PyObject *bridge_dlpack_copy(TensorObject *t);
+/* A device spec as DLPack's pair: a (type, id) tuple or a bridge.device, and
+ * with `names` also what bridge.device() takes ("cpu", "cuda:1"). TypeError
+ * (ValueError for a bad name) otherwise. */
+int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
+/* The array API's stream argument for memory on (dev_type, dev_id), checked:
+ * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
+int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out);
+/* Ask x for its DLPack export (__dlpack__(max_version=(1, 3)), the consumer's
+ * stream for CUDA, the legacy retry) and import it: the one request. */
+PyObject *bridge_dlpack_ask(PyObject *x);
+/* Import a managed tensor taken over (from a capsule or an exchange API). */
+PyObject *bridge_dlpack_adopt(void *managed, int versioned);
+extern const char BRIDGE_NAME_API[];
+/* DLPack's capsule names, written once (dlpack_export.c). */
+extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
+    BRIDGE_NAME_USED_VERSIONED[];
+
+#endif /* BRIDGE_INTEROP_H */
