@@ -8,7 +8,6 @@
 #include "interop/interop.h"
 
 extern PyObject *bridge_ndarray_type;
-int bridge_tensor_prepare_type(void);
 int bridge_tensor_init(PyObject *mod);
 int bridge_drivers_init(PyObject *mod); /* drivers/drivers.c */
 
@@ -109,7 +108,12 @@ static struct PyModuleDef drivers_module = {
     -1, NULL, NULL, NULL, NULL, NULL};
 
 static int init_modules(void) {
-  if (bridge_tensor_prepare_type() < 0 || PyType_Ready(&BridgeDType_Type) < 0 ||
+  /* The protocol files' methods and buffer slots join TensorBase here: the
+   * core never names them. */
+  PyMethodDef *const methods[] = {bridge_dlpack_methods, bridge_numpy_methods, bridge_arrow_methods,
+                                  NULL};
+  PyGetSetDef *const getsets[] = {bridge_numpy_getset, NULL};
+  if (bridge_tensor_prepare_type(methods, getsets, &bridge_tensor_as_buffer) < 0 || PyType_Ready(&BridgeDType_Type) < 0 ||
       PyType_Ready(&BridgeStorage_Type) < 0 || PyType_Ready(&BridgeTensor_Type) < 0)
     return -1;
   PyObject *core = PyModule_Create(&core_module);

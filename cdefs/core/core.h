@@ -56,6 +56,10 @@ DTypeObject *bridge_bits_dtype(int itemsize);
 
 /* ---------------------------------------------------------------- storage */
 
+/* How a storage lets go of an imported tensor it owns (the importer's
+ * function: the core never calls interop code by name). */
+typedef void (*bridge_release_fn)(void *managed, int versioned);
+
 /* The one ownership record: [data, data + nbytes) on (dev_type, dev_id) stays
  * valid while `owner` lives. An exporter holds `owner`, never the storage
  * (resize_ and share_memory_ give a storage a new record; what was lent keeps
@@ -69,6 +73,7 @@ typedef struct {
   uint8_t managed_versioned;
   void *managed;       /* an imported DLPack tensor this storage owns: its deleter runs
                           exactly once, when the storage dies */
+  bridge_release_fn release; /* runs `managed`'s deleter: given by the importer */
   PyObject *owner;     /* NULL when the storage owns its memory itself (an import);
                           Py_None only for 0 bytes */
   PyObject *device;    /* cached bridge.device, created on first use */
@@ -87,12 +92,16 @@ extern PyTypeObject *bridge_storage_class;
 static inline PyObject *bridge_storage_owner(StorageObject *s) {
   return s->owner != NULL ? s->owner : (PyObject *)s;
 }
-/* A new storage owning an imported DLPack tensor (its deleter runs when the
- * storage dies); on failure the deleter has run. */
+/* A new storage owning an imported DLPack tensor: `release(managed,
+ * versioned)` runs once, when the storage dies; on failure it has run. */
 StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
-                                         void *managed, int versioned, int readonly);
-/* Run an imported managed tensor's deleter (error state kept). */
-void bridge_dlpack_release(void *managed, int versioned);
+                                         void *managed, int versioned, int readonly,
+                                         bridge_release_fn release);
+/* The thread's consumer stream for device memory (DLPack's integers; 1, the
+ * legacy default, until bridge.cuda_stream sets another): what imports pass
+ * to producers, what from_memory stamps on device memory handed over. */
+uintptr_t bridge_current_stream(void);
+uintptr_t bridge_set_current_stream(uintptr_t stream); /* -> the previous one */
 /* A new storage over foreign memory (the registered class). */
 StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
                                   PyObject *owner, int readonly);
@@ -261,11 +270,10 @@ extern PyMethodDef bridge_view_methods[], bridge_value_methods[];
 extern PyGetSetDef bridge_view_getset[];
 extern PyMappingMethods bridge_tensor_as_mapping;
 
-/* (temporary, until the core stops calling interop) */
-void bridge_dlpack_release(void *managed, int versioned);
-uintptr_t bridge_cuda_current_stream(void);
-extern PyMethodDef bridge_dlpack_methods[], bridge_numpy_methods[], bridge_arrow_methods[];
-extern PyGetSetDef bridge_numpy_getset[];
-extern PyBufferProcs bridge_tensor_as_buffer;
+/* Ready TensorBase's tables once, before PyType_Ready: the core's methods
+ * and getters joined with those the caller hands in (NULL-terminated arrays
+ * of tables: module.c passes the protocol files'), and the buffer slots. */
+int bridge_tensor_prepare_type(PyMethodDef *const *methods, PyGetSetDef *const *getsets,
+                               PyBufferProcs *as_buffer);
 
 #endif /* BRIDGE_CORE_H */

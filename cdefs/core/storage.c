@@ -118,17 +118,29 @@ static PyObject *storage_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
   return (PyObject *)s;
 }
 
+static _Thread_local uintptr_t current_stream = 1;
+
+uintptr_t bridge_current_stream(void) { return current_stream; }
+
+uintptr_t bridge_set_current_stream(uintptr_t stream) {
+  uintptr_t old = current_stream;
+  current_stream = stream;
+  return old;
+}
+
 /* (Instances are of the Python subclass, whose subtype_traverse visits the
  * type and whose subtype_dealloc drops it: the static base does neither.) */
 StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
-                                         void *managed, int versioned, int readonly) {
+                                         void *managed, int versioned, int readonly,
+                                         bridge_release_fn release) {
   StorageObject *s = storage_alloc_object();
   if (s == NULL || bridge_storage_adopt(s, data, nbytes, dev_type, dev_id, (PyObject *)s, readonly,
                                        0, 0, NULL) < 0) {
     Py_XDECREF(s);
-    bridge_dlpack_release(managed, versioned);
+    release(managed, versioned);
     return NULL;
   }
+  s->release = release;
   s->managed = managed;
   s->managed_versioned = (uint8_t)versioned;
   return s;
@@ -155,7 +167,7 @@ static void storage_dealloc(StorageObject *s) {
   if (s->managed != NULL) { /* an import this storage owned: the producer's deleter, once */
     void *m = s->managed;
     s->managed = NULL;
-    bridge_dlpack_release(m, s->managed_versioned);
+    s->release(m, s->managed_versioned);
   }
   Py_TYPE(s)->tp_free((PyObject *)s);
 }

@@ -303,7 +303,6 @@ PyTypeObject BridgeTensor_Type = {
     .tp_traverse = (traverseproc)tensor_traverse,
     .tp_clear = (inquiry)tensor_clear,
     .tp_weaklistoffset = offsetof(TensorObject, weakreflist),
-    .tp_as_buffer = &bridge_tensor_as_buffer,
     .tp_as_mapping = &bridge_tensor_as_mapping,
 };
 
@@ -332,14 +331,25 @@ static PyGetSetDef *join_getset(PyGetSetDef **parts, size_t nparts) {
   return out;
 }
 
-/* Called once by module.c before PyType_Ready: the protocol files' methods
- * join the core's (the table lives as long as the process, as the type). */
-int bridge_tensor_prepare_type(void) {
-  PyMethodDef *methods[] = {tensor_core_methods, bridge_view_methods, bridge_value_methods,
-                            bridge_dlpack_methods, bridge_numpy_methods, bridge_arrow_methods};
-  PyGetSetDef *getsets[] = {tensor_core_getset, bridge_view_getset, bridge_numpy_getset};
-  BridgeTensor_Type.tp_methods = join_methods(methods, sizeof methods / sizeof *methods);
-  BridgeTensor_Type.tp_getset = join_getset(getsets, sizeof getsets / sizeof *getsets);
+/* Called once by module.c before PyType_Ready: the methods it hands in (the
+ * protocol files') join the core's (the table lives as long as the process,
+ * as the type). */
+int bridge_tensor_prepare_type(PyMethodDef *const *extra_methods, PyGetSetDef *const *extra_getsets,
+                               PyBufferProcs *as_buffer) {
+  PyMethodDef *methods[16] = {tensor_core_methods, bridge_view_methods, bridge_value_methods};
+  PyGetSetDef *getsets[16] = {tensor_core_getset, bridge_view_getset};
+  size_t nm = 3, ng = 2;
+  for (; extra_methods && *extra_methods; extra_methods++) {
+    if (nm == sizeof methods / sizeof *methods) return PyErr_Format(PyExc_SystemError, "too many method tables"), -1;
+    methods[nm++] = *extra_methods;
+  }
+  for (; extra_getsets && *extra_getsets; extra_getsets++) {
+    if (ng == sizeof getsets / sizeof *getsets) return PyErr_Format(PyExc_SystemError, "too many getset tables"), -1;
+    getsets[ng++] = *extra_getsets;
+  }
+  BridgeTensor_Type.tp_as_buffer = as_buffer;
+  BridgeTensor_Type.tp_methods = join_methods(methods, nm);
+  BridgeTensor_Type.tp_getset = join_getset(getsets, ng);
   if (BridgeTensor_Type.tp_methods == NULL || BridgeTensor_Type.tp_getset == NULL) {
     PyErr_NoMemory();
     return -1;
@@ -433,7 +443,7 @@ static PyObject *py_from_memory(PyObject *mod, PyObject *const *args, Py_ssize_t
   if (s == NULL) return NULL;
   /* Device memory handed over is ready on the consumer's stream (the caller
    * sets another when the producer names one). */
-  if (dev_type == kDLCUDA) s->stream = bridge_cuda_current_stream();
+  if (dev_type == kDLCUDA) s->stream = bridge_current_stream();
   PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, offset, GEOM_USER);
   Py_DECREF(s);
   return out;

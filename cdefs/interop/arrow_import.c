@@ -235,7 +235,7 @@ static PyObject *py_arrow_import(PyObject *mod, PyObject *const *args, Py_ssize_
   /* A CUDA producer's pending work: the consumer's stream waits for its event. */
   if (device && dev_type == ARROW_CUDA_DEVICE &&
       bridge_cuda_wait_event((int)dev_id, ((struct ArrowDeviceArray *)ap)->sync_event,
-                             bridge_cuda_current_stream()) < 0)
+                             bridge_current_stream()) < 0)
     return NULL;
   arrow_guard_t *g;
   PyObject *guard = new_guard(&g);

@@ -42,11 +42,6 @@ static struct {
 static CUcontext contexts[MAX_DEVICES];
 static char load_error[256];
 
-/* The thread's consumer stream: what imports pass to producers and what
- * bridge's exchange API reports as its current work stream. */
-static _Thread_local uintptr_t current_stream = 1;
-
-uintptr_t bridge_cuda_current_stream(void) { return current_stream; }
 
 static int load(void) {
   if (cu.state != 0) return cu.state;
@@ -218,15 +213,13 @@ static PyObject *py_cuda_set_stream(PyObject *mod, PyObject *arg) {
   (void)mod;
   uintptr_t s;
   if (stream_arg(arg, &s) < 0) return NULL;
-  uintptr_t old = current_stream;
-  current_stream = s;
-  return PyLong_FromUnsignedLongLong(old);
+  return PyLong_FromUnsignedLongLong(bridge_set_current_stream(s));
 }
 
 static PyObject *py_cuda_current_stream(PyObject *mod, PyObject *unused) {
   (void)mod;
   (void)unused;
-  return PyLong_FromUnsignedLongLong(current_stream);
+  return PyLong_FromUnsignedLongLong(bridge_current_stream());
 }
 
 /* cuda_pointer_device(address) -> the device ordinal the pointer belongs to,
@@ -255,7 +248,7 @@ PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id) {
   int64_t isz = t->dtype->itemsize, nbytes = (t->hi - t->lo) * isz;
   char *span = t->lo == t->hi ? NULL : src->data + t->lo * isz;
   int dev = from_cuda ? src->dev_id : to_id;
-  uintptr_t stream = to_cuda ? current_stream : (from_cuda ? (src->stream ? src->stream : 1) : 1);
+  uintptr_t stream = to_cuda ? bridge_current_stream() : (from_cuda ? (src->stream ? src->stream : 1) : 1);
   StorageObject *dst;
   if (to_cuda) {
     if (enter(dev) < 0) return NULL;

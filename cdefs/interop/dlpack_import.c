@@ -146,7 +146,8 @@ PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
     return NULL;
   }
   StorageObject *storage = bridge_storage_new_import((char *)p.start, p.nbytes, p.dev_type, p.dev_id,
-                                                     managed, versioned, p.readonly);
+                                                     managed, versioned, p.readonly,
+                                                     bridge_dlpack_release);
   if (storage == NULL) return NULL;
   PyObject *out = bridge_tensor_new(storage, p.dtype, p.ndim, p.shape, p.strides, p.offset, GEOM_IMPORT);
   Py_DECREF(storage); /* on failure this releases the import */
@@ -323,7 +324,7 @@ static int order_exchange(DLPackExchangeAPI *api, DLManagedTensorVersioned *m) {
       PyErr_SetString(PyExc_BufferError, "the producer's current_work_stream failed");
     return -1;
   }
-  return bridge_cuda_order(d.device_id, ps ? (uintptr_t)ps : 1, bridge_cuda_current_stream());
+  return bridge_cuda_order(d.device_id, ps ? (uintptr_t)ps : 1, bridge_current_stream());
 }
 
 /* Import through a type's exchange API. Returns the tensor; NULL with an
@@ -351,7 +352,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
     PyObject *out = bridge_dlpack_adopt(m, 1);
     /* the consumer's stream now waits for the producer's work */
     if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
-      ((TensorObject *)out)->storage->stream = bridge_cuda_current_stream();
+      ((TensorObject *)out)->storage->stream = bridge_current_stream();
     return out;
   }
   PyObject *exc = bridge_fetch_error();
@@ -415,7 +416,7 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
     names[n++] = str_copy;
   }
   PyObject *stream = NULL;
-  uintptr_t consumer = cuda ? bridge_cuda_current_stream() : 0;
+  uintptr_t consumer = cuda ? bridge_current_stream() : 0;
   if (cuda) {
     if ((stream = PyLong_FromUnsignedLongLong(consumer)) == NULL) return NULL;
     stack[1 + n] = stream;

@@ -16,7 +16,7 @@ static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   /* No sync is asked of us, but the consumer will wait for our current work
    * stream: the memory's own stream is ordered before it first. */
   StorageObject *st = ((TensorObject *)obj)->storage;
-  if (st->dev_type == kDLCUDA && bridge_cuda_order(st->dev_id, st->stream, bridge_cuda_current_stream()) < 0)
+  if (st->dev_type == kDLCUDA && bridge_cuda_order(st->dev_id, st->stream, bridge_current_stream()) < 0)
     return -1;
   void *block = bridge_dlpack_build((TensorObject *)obj, 0, 1);
   if (block == NULL) return -1;
@@ -129,7 +129,7 @@ static int api_current_work_stream(DLDeviceType device_type, int32_t device_id, 
   (void)device_id;
   /* bridge launches no work of its own: its work is ordered on the thread's
    * consumer stream (1, the legacy default, is NULL to the CUDA API). */
-  uintptr_t s = bridge_cuda_current_stream();
+  uintptr_t s = bridge_current_stream();
   *out = device_type == kDLCUDA && s != 1 ? (void *)s : NULL;
   return 0;
 }

@@ -20,7 +20,6 @@ int bridge_numpy_init(PyObject *mod);
 int bridge_cuda_init(PyObject *mod);
 
 /* CUDA (cuda.c; BufferError without a driver). Streams are DLPack's integers. */
-uintptr_t bridge_cuda_current_stream(void); /* the thread's consumer stream (1 by default) */
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
