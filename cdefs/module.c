@@ -7,66 +7,8 @@
 
 #include "interop/interop.h"
 
-extern PyObject *bridge_ndarray_type;
 int bridge_tensor_init(PyObject *mod);
 int bridge_drivers_init(PyObject *mod); /* drivers/drivers.c */
-
-/* ----------------------------------------------------------- registry */
-
-static PyObject *callbacks[CB_COUNT];
-static const char *callback_names[CB_COUNT] = {
-    "device", "arrow_export", "arrow_import", "numpy_slow",
-};
-
-PyObject *bridge_callback_get(bridge_callback which) {
-  PyObject *cb = callbacks[which];
-  if (cb == NULL)
-    PyErr_Format(PyExc_RuntimeError, "bridge's %s callback is not registered (import bridge first)",
-                 callback_names[which]);
-  return cb;
-}
-
-static int check_subclass(PyObject *cls, PyTypeObject *base) {
-  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, base) ||
-      ((PyTypeObject *)cls)->tp_basicsize != base->tp_basicsize ||
-      ((PyTypeObject *)cls)->tp_dictoffset != 0) {
-    PyErr_Format(PyExc_TypeError, "expected a subclass of %s with __slots__ = ()", base->tp_name);
-    return -1;
-  }
-  return 0;
-}
-
-/* _register(name, obj): the Python layer hands C its classes, objects and
- * the policy functions the C fast paths fall back on. */
-static PyObject *py_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 2 || !PyUnicode_Check(args[0])) return PyErr_Format(PyExc_TypeError, "_register(name, obj)");
-  const char *name = PyUnicode_AsUTF8(args[0]);
-  PyObject *obj = args[1];
-  if (name == NULL) return NULL;
-  for (int i = 0; i < CB_COUNT; i++) {
-    if (strcmp(name, callback_names[i]) == 0) {
-      if (!PyCallable_Check(obj)) return PyErr_Format(PyExc_TypeError, "%s must be callable", name);
-      Py_XSETREF(callbacks[i], Py_NewRef(obj));
-      Py_RETURN_NONE;
-    }
-  }
-  if (strcmp(name, "tensor_class") == 0) {
-    if (check_subclass(obj, &BridgeTensor_Type) < 0) return NULL;
-    bridge_tensor_class = (PyTypeObject *)Py_NewRef(obj);
-  } else if (strcmp(name, "storage_class") == 0) {
-    if (check_subclass(obj, &BridgeStorage_Type) < 0) return NULL;
-    bridge_storage_class = (PyTypeObject *)Py_NewRef(obj);
-  } else if (strcmp(name, "ndarray") == 0) {
-    if (!PyType_Check(obj)) return PyErr_Format(PyExc_TypeError, "ndarray must be a type");
-    Py_XSETREF(bridge_ndarray_type, Py_NewRef(obj));
-  } else if (strcmp(name, "contiguous_format") == 0) {
-    Py_XSETREF(bridge_contiguous_format, Py_NewRef(obj));
-  } else {
-    return PyErr_Format(PyExc_ValueError, "unknown registration %R", args[0]);
-  }
-  Py_RETURN_NONE;
-}
 
 /* stats() -> the C counters, for leak and exactly-once tests. */
 static PyObject *py_stats(PyObject *mod, PyObject *unused) {
@@ -86,8 +28,6 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef core_functions[] = {
-    {"_register", (PyCFunction)(void (*)(void))py_register, METH_FASTCALL,
-     "_register(name, obj, /)\n--\n\nHand the C core a class, object or policy function (private)."},
     {"stats", (PyCFunction)py_stats, METH_NOARGS,
      "stats()\n--\n\nCounters kept in C: DLPack exports and their deleters run, imports and their "
      "guards released, test-deleter calls, the same for Arrow, and the DLPack exchanges that went through the C "
@@ -126,7 +66,7 @@ static int init_modules(void) {
            PyModule_AddObjectRef(core, "TensorBase", (PyObject *)&BridgeTensor_Type) < 0 ||
            PyModule_AddIntConstant(core, "MAX_NDIM", BRIDGE_MAX_NDIM) < 0 ||
            PyModule_AddIntConstant(core, "ALIGNMENT", BRIDGE_ALIGNMENT) < 0 ||
-           bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 ||
+           bridge_upcalls_init(core) < 0 || bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 ||
            bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 ||
            bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||

@@ -10,6 +10,7 @@ ordinary CPython code with no cffi conversion on the way.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from bridge._native import lib
 
@@ -20,7 +21,16 @@ if lib.bridge_init() != 0:  # pragma: no cover - the C error was printed
 
 from bridge import _C, _drivers
 
-__all__ = ["_C", "_drivers", "stats"]
+__all__ = ["_C", "_drivers", "stats", "upcall"]
+
+
+def upcall(name: str) -> Any:
+    """The object registered under an up-call name (``_C.UPCALLS``, the one
+    list, in ``cdefs/core/upcalls.c``) with ``_C._register``, or None before
+    it is registered. How core Python reaches what an interop module provides
+    (``"cuda_array_interface"``, ``"cuda_clone"``, ...) without importing it;
+    ValueError for a name not in the list."""
+    return _C.upcall(name)
 
 
 def stats() -> dict[str, int]:

@@ -4,7 +4,7 @@ A tensor is ``(storage, dtype, shape, strides, storage_offset)`` with strides an
 offset in elements, as in PyTorch, held in C by ``bridge._C.TensorBase``; this
 class adds the methods written in Python. The everyday view ops, ``item``,
 ``tolist``, scalar stores and dense clones are C methods of the base; what they
-do not cover comes back here (the ``_*_slow`` methods). Views computed here use
+do not cover comes back here (the ``_*_slow`` methods, registered as up-calls). Views computed here use
 the pure functions of :mod:`bridge.core.strides` and the one C constructor.
 Copies use NumPy as the kernel over a strided NumPy view of the storage.
 """
@@ -34,7 +34,7 @@ from bridge.core.layout import (
     memory_format,
     preserve_format,
 )
-from bridge.core.native import _C
+from bridge.core.native import _C, upcall
 from bridge.core.printing import format_tensor
 from bridge.core.storage import UntypedStorage
 
@@ -45,22 +45,12 @@ __all__ = [
     "channels_last",
     "channels_last_3d",
     "preserve_format",
-    "DEVICE_KERNELS",
-    "PROTOCOLS",
 ]
 
 _Bool = builtins.bool
 _Int = builtins.int
 _Float = builtins.float
 _DType = dtype  # inside Tensor, `dtype` names the property
-
-
-# Copy kernels for memory the host cannot touch, by device type, registered by
-# the interop module that knows a library for it (bridge.interop.cuda: CuPy).
-DEVICE_KERNELS: dict[str, dict[str, Callable[..., Any]]] = {}
-# Protocol attributes provided by interop modules, which the core cannot
-# import (bridge.interop.cuda: "cuda_array_interface").
-PROTOCOLS: dict[str, Callable[..., Any]] = {}
 
 
 def _is_advanced_key(k: Any) -> _Bool:
@@ -486,7 +476,7 @@ class Tensor(_C.TensorBase):
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA array interface, version 3, of CUDA tensors (AttributeError
         otherwise); provided by bridge.interop.cuda."""
-        provider = PROTOCOLS.get("cuda_array_interface")
+        provider = upcall("cuda_array_interface")
         if provider is None or not self.is_cuda:
             raise AttributeError("__cuda_array_interface__ is only defined for CUDA tensors")
         out: dict[str, Any] = provider(self)
@@ -522,6 +512,10 @@ class Tensor(_C.TensorBase):
 
 
 _C._register("tensor_class", Tensor)
+# What the C fast paths fall back on (called as fn(tensor, *args)).
+for _name in ("getitem_slow", "setitem_slow", "item_slow", "tolist_slow", "clone_slow",
+              "is_contiguous_slow", "reshape_copy", "view_dtype"):  # fmt: skip
+    _C._register(_name, getattr(Tensor, "_" + _name))
 
 
 # ---------------------------------------------------------------- helpers
@@ -529,7 +523,10 @@ _C._register("tensor_class", Tensor)
 
 def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
     dev = t.device
-    kernel = DEVICE_KERNELS.get(dev.type, {}).get(op)
+    # Copy kernels for memory the host cannot touch are up-calls the interop
+    # module that knows a library for it registers (bridge.interop.cuda: CuPy).
+    name = f"{dev.type}_{op.rstrip('_')}"
+    kernel: Callable[..., Any] | None = upcall(name) if name in _C.UPCALLS else None
     if kernel is None:
         raise RuntimeError(
             f"{op}() of {dev} memory needs a library that can copy it on the device "

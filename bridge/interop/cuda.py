@@ -20,7 +20,6 @@ import numpy as np
 
 from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
-from bridge.core import tensor as _tensor_mod
 from bridge.core.native import _C
 from bridge.core.owners import CudaArrayInterfaceOwner
 from bridge.core.tensor import Tensor
@@ -196,5 +195,6 @@ def _cuda_copy(dst: Tensor, src: Any) -> None:
             np.copyto(dst.numpy(), cupy.asnumpy(value), casting="unsafe")
 
 
-_tensor_mod.DEVICE_KERNELS["cuda"] = {"clone": _cuda_clone, "copy_": _cuda_copy}
-_tensor_mod.PROTOCOLS["cuda_array_interface"] = _cuda_array_interface
+_C._register("cuda_clone", _cuda_clone)
+_C._register("cuda_copy", _cuda_copy)
+_C._register("cuda_array_interface", _cuda_array_interface)

@@ -7,7 +7,7 @@
  *
  * Reading order of cdefs/ (its folders mirror bridge/): dlpack.h,
  * arrow_c_data.h (the ABIs), bridge.h (the cffi surface), then core/: this
- * file, memory.c, dtype.c, storage.c, geometry.c, tensor.c, views.h, views.c,
+ * file, upcalls.h, upcalls.c (the one way C calls Python), memory.c, dtype.c, storage.c, geometry.c, tensor.c, views.h, views.c,
  * indexing.c, values.c (the core objects); interop/: interop.h,
  * dlpack_export.c, dlpack_import.c, exchange_api.c, numpy.c, arrow_export.c,
  * arrow_import.c (one file per protocol direction), cuda.c (stream ordering
@@ -28,6 +28,7 @@
 #include "dlpack.h"
 #include "arrow_c_data.h"
 #include "bridge.h"
+#include "upcalls.h"
 
 /* Tensors of up to this many dims keep shape and strides inside the object. */
 #define BRIDGE_INLINE_NDIM 6
@@ -245,19 +246,6 @@ extern uint64_t bridge_stats_counters[STAT_COUNT];
 /* The owner of memory bridge allocated: a capsule whose destructor frees
  * the block without releasing the GIL. */
 PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
-
-/* Python callables registered by the Python layer (bridge._C._register). */
-typedef enum {
-  CB_DEVICE,          /* (dev_type, dev_id) -> bridge.device */
-  CB_ARROW_EXPORT,    /* N-d / requested-schema Arrow export (bridge.interop.arrow) */
-  CB_ARROW_IMPORT,    /* from_arrow's general path */
-  CB_NUMPY_SLOW,      /* from_numpy for what NumPy's DLPack export refuses */
-  CB_COUNT
-} bridge_callback;
-PyObject *bridge_callback_get(bridge_callback which); /* borrowed; RuntimeError when unset */
-
-/* bridge.contiguous_format, registered by the Python layer (NULL before). */
-extern PyObject *bridge_contiguous_format;
 
 /* Module-init hooks of the core files: each adds its functions to `mod`
  * (called by module.c, which joins the layers). */

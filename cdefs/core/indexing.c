@@ -118,7 +118,7 @@ static PyObject *tensor_getitem(TensorObject *t, PyObject *key) {
   int nd, rc = apply_index(t->ndim, t->shape, t->strides, t->offset, key, 1, &nd, shape, strides,
                            &offset);
   if (rc < 0) return NULL;
-  if (rc == 0) return call_method1((PyObject *)t, "_getitem_slow", key);
+  if (rc == 0) return bridge_upcall_call(UP_GETITEM_SLOW, t, key);
   return view_of(t, nd, shape, strides, offset);
 }
 
@@ -142,7 +142,8 @@ static int tensor_setitem(TensorObject *t, PyObject *key, PyObject *value) {
     if (done < 0) return -1;
     if (done > 0) return 0;
   }
-  PyObject *r = PyObject_CallMethod((PyObject *)t, "_setitem_slow", "OO", key, value);
+  PyObject *fn = bridge_upcall(UP_SETITEM_SLOW);
+  PyObject *r = fn ? PyObject_CallFunctionObjArgs(fn, (PyObject *)t, key, value, NULL) : NULL;
   if (r == NULL) return -1;
   Py_DECREF(r);
   return 0;

@@ -96,7 +96,7 @@ PyObject *bridge_storage_device(StorageObject *s) {
     s->device = Py_NewRef(cpu_device);
     return Py_NewRef(cpu_device);
   }
-  PyObject *factory = bridge_callback_get(CB_DEVICE);
+  PyObject *factory = bridge_upcall(UP_DEVICE);
   if (factory == NULL) return NULL;
   PyObject *dev = PyObject_CallFunction(factory, "ii", s->dev_type, s->dev_id);
   if (dev == NULL) return NULL;

@@ -97,7 +97,7 @@ static PyObject *tensor_item(TensorObject *t, PyObject *unused) {
   if (n != 1)
     return PyErr_Format(PyExc_ValueError, "a Tensor with %lld elements cannot be converted to Scalar",
                         (long long)n);
-  if (!has_c_conversion(t->dtype)) return PyObject_CallMethod((PyObject *)t, "_item_slow", NULL);
+  if (!has_c_conversion(t->dtype)) return bridge_upcall_call(UP_ITEM_SLOW, t, NULL);
   if (check_readable(t) < 0) return NULL;
   return load_scalar(t->dtype, bridge_tensor_data(t));
 }
@@ -123,7 +123,7 @@ static PyObject *tolist_dim(TensorObject *t, int d, const char *p) {
 
 static PyObject *tensor_tolist(TensorObject *t, PyObject *unused) {
   (void)unused;
-  if (!has_c_conversion(t->dtype)) return PyObject_CallMethod((PyObject *)t, "_tolist_slow", NULL);
+  if (!has_c_conversion(t->dtype)) return bridge_upcall_call(UP_TOLIST_SLOW, t, NULL);
   if (check_readable(t) < 0) return NULL;
   return tolist_dim(t, 0, bridge_tensor_data(t));
 }
@@ -218,14 +218,19 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
   int fast = nargs + nkw == 0 ||
              (nargs + nkw == 1 && (nkw == 0 || PyUnicode_CompareWithASCIIString(
                                                      PyTuple_GET_ITEM(kwnames, 0), "memory_format") == 0) &&
-              (format == Py_None || (format == bridge_contiguous_format && format != NULL &&
+              (format == Py_None || (format == bridge_upcall_peek(UP_CONTIGUOUS_FORMAT) && format != NULL &&
                                      bridge_is_contiguous(t->ndim, t->shape, t->strides))));
   if (!fast || !bridge_host_accessible(t->storage->dev_type) ||
       !bridge_is_non_overlapping_and_dense(t->ndim, t->shape, t->strides)) {
-    PyObject *fn = PyObject_GetAttrString((PyObject *)t, "_clone_slow");
+    /* (tensor, *args, **kwargs): the tensor goes in front of the arguments */
+    PyObject *fn = bridge_upcall(UP_CLONE_SLOW);
     if (fn == NULL) return NULL;
-    PyObject *r = PyObject_Vectorcall(fn, args, nargs, kwnames);
-    Py_DECREF(fn);
+    PyObject **stack = PyMem_New(PyObject *, nargs + nkw + 1);
+    if (stack == NULL) return PyErr_NoMemory();
+    stack[0] = (PyObject *)t;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) stack[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)nargs + 1, kwnames);
+    PyMem_Free(stack);
     return r;
   }
   if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;

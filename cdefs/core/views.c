@@ -288,7 +288,7 @@ static PyObject *reshaped(TensorObject *t, PyObject *const *args, Py_ssize_t nar
   if (tup == NULL) return NULL;
   PyObject *r;
   if (copy_ok) {
-    r = call_method1((PyObject *)t, "_reshape_copy", tup);
+    r = bridge_upcall_call(UP_RESHAPE_COPY, t, tup);
   } else {
     PyObject *old = bridge_dims_tuple(t->ndim, t->shape), *ost = bridge_dims_tuple(t->ndim, t->strides);
     PyErr_Format(PyExc_ValueError,
@@ -307,7 +307,7 @@ static PyObject *reshaped(TensorObject *t, PyObject *const *args, Py_ssize_t nar
 static PyObject *tensor_view(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs == 1 && !PyLong_Check(args[0]) && !PyTuple_Check(args[0]) && !PyList_Check(args[0]) &&
       !PyIndex_Check(args[0]))
-    return call_method1((PyObject *)t, "_view_dtype", args[0]);
+    return bridge_upcall_call(UP_VIEW_DTYPE, t, args[0]);
   return reshaped(t, args, nargs, 0);
 }
 
@@ -430,12 +430,10 @@ static PyObject *tensor_is_contiguous(TensorObject *t, PyObject *const *args, Py
   /* None means contiguous_format: it lets the text signature show a default */
   if (fmt == NULL || fmt == Py_None || fmt == registered_contiguous_format())
     return PyBool_FromLong(bridge_is_contiguous(t->ndim, t->shape, t->strides));
-  return call_method1((PyObject *)t, "_is_contiguous_slow", fmt);
+  return bridge_upcall_call(UP_IS_CONTIGUOUS_SLOW, t, fmt);
 }
 
-/* The registered bridge.contiguous_format (module.c keeps it). */
-PyObject *bridge_contiguous_format;
-static PyObject *registered_contiguous_format(void) { return bridge_contiguous_format; }
+static PyObject *registered_contiguous_format(void) { return bridge_upcall_peek(UP_CONTIGUOUS_FORMAT); }
 
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 

@@ -495,7 +495,7 @@ static PyObject *arrow_method(TensorObject *t, const char *kind, PyObject *const
     if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
     return fast_export(t, device);
   }
-  PyObject *policy = bridge_callback_get(CB_ARROW_EXPORT);
+  PyObject *policy = bridge_upcall(UP_ARROW_EXPORT);
   if (policy == NULL) return NULL;
   PyObject *argt = PyTuple_New(nargs), *kw = PyDict_New(), *kindobj = PyUnicode_FromString(kind), *r = NULL;
   if (argt == NULL || kw == NULL || kindobj == NULL) goto done;

@@ -358,7 +358,7 @@ static PyObject *py_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t 
       return NULL;
     PyErr_Clear();
   }
-  PyObject *general = bridge_callback_get(CB_ARROW_IMPORT);
+  PyObject *general = bridge_upcall(UP_ARROW_IMPORT);
   return general ? PyObject_Vectorcall(general, args, nargsf, kwnames) : NULL;
 }
 

@@ -193,7 +193,7 @@ static int wants_versioned(PyObject *max_version) {
 
 /* A bridge.device for (type, id), for messages (new reference). */
 static PyObject *device_object(int type, int id) {
-  PyObject *factory = bridge_callback_get(CB_DEVICE);
+  PyObject *factory = bridge_upcall(UP_DEVICE);
   return factory ? PyObject_CallFunction(factory, "ii", type, id) : NULL;
 }
 
@@ -298,9 +298,9 @@ PyObject *bridge_dlpack_copy(TensorObject *t) {
   static PyObject *str_clone;
   if (t->storage->dev_type == kDLCUDA) return bridge_dlpack_transfer(t, kDLCUDA, t->storage->dev_id);
   if (str_clone == NULL && (str_clone = PyUnicode_InternFromString("clone")) == NULL) return NULL;
-  if (bridge_contiguous_format == NULL)
-    return PyErr_Format(PyExc_RuntimeError, "bridge.contiguous_format is not registered (import bridge)");
-  PyObject *callargs[2] = {(PyObject *)t, bridge_contiguous_format};
+  PyObject *format = bridge_upcall(UP_CONTIGUOUS_FORMAT);
+  if (format == NULL) return NULL;
+  PyObject *callargs[2] = {(PyObject *)t, format};
   return PyObject_VectorcallMethod(str_clone, callargs, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 

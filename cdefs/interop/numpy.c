@@ -225,12 +225,11 @@ PyMethodDef bridge_numpy_methods[] = {{NULL, NULL, 0, NULL}};
 
 /* ------------------------------------------------------------ from_numpy */
 
-PyObject *bridge_ndarray_type; /* registered by bridge.interop.numpy */
-
 static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
   (void)mod;
-  if (bridge_ndarray_type == NULL || !PyObject_TypeCheck(x, (PyTypeObject *)bridge_ndarray_type)) {
-    PyObject *slow = bridge_callback_get(CB_NUMPY_SLOW);
+  PyObject *ndarray = bridge_upcall_peek(UP_NDARRAY); /* NULL until bridge.interop.numpy is imported */
+  if (ndarray == NULL || !PyObject_TypeCheck(x, (PyTypeObject *)ndarray)) {
+    PyObject *slow = bridge_upcall(UP_NUMPY_SLOW);
     return slow ? PyObject_CallOneArg(slow, x) : NULL;
   }
   PyObject *out = bridge_dlpack_ask(x);
@@ -240,7 +239,7 @@ static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
     if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_TypeError))
       return NULL;
     PyErr_Clear();
-    PyObject *slow = bridge_callback_get(CB_NUMPY_SLOW);
+    PyObject *slow = bridge_upcall(UP_NUMPY_SLOW);
     return slow ? PyObject_CallOneArg(slow, x) : NULL;
   }
   return out;
