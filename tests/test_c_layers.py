@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CDEFS = ROOT / "cdefs"
@@ -146,3 +147,15 @@ def test_the_checker_reports_each_kind_of_crossing() -> None:
         "core/a.c: uses bridge_interop_fn, defined in ['interop'], not in core/",
         "interop/b.c: uses bridge_driver_fn, defined only in drivers/",
     ]
+
+
+def test_the_extension_compiles_every_c_file() -> None:
+    """pyproject.toml lists every .c file of cdefs/ (a file added to a folder
+    and not listed builds here with `find` but not in `pip install .`)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (ext,) = project["tool"]["setuptools"]["ext-modules"]
+    listed = {s.removeprefix("cdefs/") for s in ext["sources"]}
+    on_disk = {p.relative_to(CDEFS).as_posix() for p in CDEFS.rglob("*.c")}
+    assert on_disk - listed == set(), "pyproject.toml's sources lack these cdefs/ files"
+    headers = {p.relative_to(CDEFS).as_posix() for p in CDEFS.rglob("*.h")}
+    assert headers - {d.removeprefix("cdefs/") for d in ext["depends"]} == set()
