@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
