@@ -176,6 +176,14 @@ static int keyword_of(PyObject *name) {
  * with TypeError when malformed. */
 static int wants_versioned(PyObject *max_version) {
   if (max_version == Py_None) return 0;
+  if (PyTuple_CheckExact(max_version) && PyTuple_GET_SIZE(max_version) >= 1) { /* the usual call */
+    PyObject *major = PyTuple_GET_ITEM(max_version, 0);
+    if (PyLong_CheckExact(major)) {
+      int overflow;
+      long long mj = PyLong_AsLongLongAndOverflow(major, &overflow);
+      return overflow > 0 || mj >= 1;
+    }
+  }
   if ((PyTuple_Check(max_version) || PyList_Check(max_version)) && PySequence_Size(max_version) >= 1) {
     PyObject *major = PySequence_GetItem(max_version, 0);
     if (major != NULL && PyLong_Check(major) && !PyBool_Check(major)) {

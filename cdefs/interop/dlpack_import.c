@@ -422,15 +422,21 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
     stack[1 + n] = stream;
     names[n++] = str_stream;
   }
-  PyObject *kwnames = PyTuple_New(n);
-  if (kwnames == NULL) {
-    Py_XDECREF(stream);
-    return NULL;
+  /* The keyword-name tuple of this combination, made once (the hot path
+   * asks with max_version alone). */
+  static PyObject *kwnames_of[8];
+  int which = (dl_device != NULL) | (copy != NULL) << 1 | cuda << 2;
+  if (kwnames_of[which] == NULL) {
+    PyObject *kw = PyTuple_New(n);
+    if (kw == NULL) {
+      Py_XDECREF(stream);
+      return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(kw, i, Py_NewRef(names[i]));
+    kwnames_of[which] = kw;
   }
-  for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(kwnames, i, Py_NewRef(names[i]));
   PyObject *cap = PyObject_VectorcallMethod(str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                            kwnames);
-  Py_DECREF(kwnames);
+                                            kwnames_of[which]);
   Py_XDECREF(stream);
   *keywords_taken = 1;
   *stream_passed = consumer;
