@@ -25,3 +25,21 @@ def have(module: str) -> bool:
 def torch():
     """The torch module; the test is skipped where torch is not installed."""
     return pytest.importorskip("torch")
+
+
+@pytest.fixture
+def pl():
+    """The polars module; the test is skipped where polars is not installed."""
+    return pytest.importorskip("polars")
+
+
+@pytest.fixture
+def na():
+    """The nanoarrow module; the test is skipped where nanoarrow is not installed."""
+    return pytest.importorskip("nanoarrow")
+
+
+@pytest.fixture
+def duckdb():
+    """The duckdb module; the test is skipped where DuckDB is not installed."""
+    return pytest.importorskip("duckdb")

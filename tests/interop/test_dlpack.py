@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 from bridge._native import ffi
-from lifetimes import balanced, snapshot
+from lifetimes import balanced, shrunk, snapshot
 
 import bridge
 from bridge.core.native import _C, _drivers
@@ -623,14 +623,6 @@ def test_api_convert_releases_the_export_when_the_destination_throws(torch):
 # ------------------------------------- views that outlive their bytes (issue 9)
 
 
-def _shrunk(view=lambda t: t):
-    """``view`` of a 1000-element tensor, made before its storage shrank to 8 bytes."""
-    t = bridge.arange(1000)
-    v = view(t)
-    t.untyped_storage().resize_(8)
-    return v
-
-
 @pytest.mark.parametrize(
     ("view", "export"),
     [
@@ -648,7 +640,7 @@ def _shrunk(view=lambda t: t):
          "slice", "transposed"],
 )
 def test_views_past_a_shrunk_storage_are_not_exported(view, export):
-    t = _shrunk(view or (lambda t: t))
+    t = shrunk(view)
     before = snapshot()
     with pytest.raises(BufferError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
         export(t)
@@ -658,13 +650,13 @@ def test_views_past_a_shrunk_storage_are_not_exported(view, export):
 
 def test_new_views_past_a_shrunk_storage_are_refused():
     """The one constructor checks every view against what its storage holds now."""
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(RuntimeError, match=r"views bytes \[4000, 8000\) of a storage that now holds 8"):
         t[500:]
 
 
 def test_views_inside_a_shrunk_storage_still_export():
-    t = _shrunk()
+    t = shrunk()
     head = t[:1]  # its one element lies in the 8 bytes that are left
     assert np.from_dlpack(head).tolist() == [0]
     empty = t[5:5]  # reaches nothing
@@ -672,7 +664,7 @@ def test_views_inside_a_shrunk_storage_still_export():
 
 
 def test_torch_cannot_take_a_view_past_a_shrunk_storage(torch):
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(BufferError, match="storage that now holds 8"):
         torch.from_dlpack(t)  # through bridge's C exchange API
 
