@@ -69,8 +69,12 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # DuckDB, and the test where torch throws, are left out: a C++ exception trips
 # an internal ASan CHECK when libasan is preloaded (`duckdb.sql("select
 # error('x')")` alone aborts).
-SAN_TESTS ?= tests/test_native.py tests/test_tensor.py tests/test_views_property.py tests/test_storage.py tests/test_races.py \
-  tests/test_dlpack.py tests/test_array_interface.py tests/test_arrow.py \
+SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
+  tests/core/test_storage.py tests/core/test_races.py tests/interop/test_dlpack.py \
+  tests/interop/test_array_interface.py tests/interop/test_arrow_export.py \
+  tests/interop/test_arrow_import.py tests/interop/test_arrow_pyarrow.py \
+  tests/interop/test_arrow_peers.py tests/interop/test_arrow_lifetimes.py \
+  tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
   -k "not duckdb and not destination_throws"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
