@@ -15,6 +15,10 @@ import importlib.util
 
 import pytest
 
+# The helper modules' asserts get pytest's detailed failure messages, as the
+# tests' own do (registered before any test module imports them).
+pytest.register_assert_rewrite("lifetimes", "numpy_twin", "arrow_helpers", "dlpack_peek")
+
 
 def have(module: str) -> bool:
     """Whether an optional module is importable."""
