@@ -4,7 +4,7 @@ The layout: ``tests/core``, ``tests/interop`` and ``tests/kit`` test the layers 
 the same names in ``bridge/``; the files at the top of ``tests/`` are the
 whole-project checks (layers and imports, the architecture page, the docs'
 examples and site, packaging, typing, introspection, the command line) and the
-helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``:
+helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``:
 ``pythonpath`` in pyproject.toml puts this folder on the path); ``tests/gpu``
 runs on a CUDA machine (``make test-gpu``).
 """

@@ -6,7 +6,6 @@ not installed."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import sys
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from bridge._native import ffi
+from pycapsule import capsule_ptr
 
 import bridge
 
@@ -52,13 +52,6 @@ FORMATS = {
     "bool": "c",
 }
 
-# A private handle, so that our argtypes never clash with another user of
-# ctypes.pythonapi. PyDLL keeps the GIL.
-_PY = ctypes.PyDLL(None)
-_capsule_ptr = _PY.PyCapsule_GetPointer
-_capsule_ptr.restype = ctypes.c_void_p
-_capsule_ptr.argtypes = (ctypes.py_object, ctypes.c_char_p)
-
 _STRUCT_OF = {
     b"arrow_schema": "struct ArrowSchema *",
     b"arrow_array": "struct ArrowArray *",
@@ -70,7 +63,7 @@ _STRUCT_OF = {
 def c_struct(capsule, name: bytes):
     """The C struct a PyCapsule-interface capsule points at, as a cffi pointer
     (the capsule stays the owner: its destructor still releases and frees it)."""
-    return ffi.cast(_STRUCT_OF[name], _capsule_ptr(capsule, name))
+    return ffi.cast(_STRUCT_OF[name], capsule_ptr(capsule, name))
 
 
 def keepalive(t: bridge.Tensor) -> Any:

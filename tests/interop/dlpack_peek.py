@@ -9,6 +9,7 @@ import ctypes
 
 import numpy as np
 from lifetimes import DLPACK_KEYS, delta
+from pycapsule import capsule_name, capsule_ptr
 
 import bridge
 
@@ -58,16 +59,6 @@ class ExchangeAPI(ctypes.Structure):
         ("current_work_stream", ctypes.c_void_p),
     ]
 
-
-# A private handle, so that our argtypes never clash with another user of
-# ctypes.pythonapi (pydlpack sets its own on the shared one). PyDLL keeps the GIL.
-_PY = ctypes.PyDLL(None)
-capsule_name = _PY.PyCapsule_GetName
-capsule_name.restype = ctypes.c_char_p
-capsule_name.argtypes = (ctypes.py_object,)
-capsule_ptr = _PY.PyCapsule_GetPointer
-capsule_ptr.restype = ctypes.c_void_p
-capsule_ptr.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
 FromPyObject = ctypes.PYFUNCTYPE(
     ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.POINTER(Versioned))

@@ -22,6 +22,7 @@ import pytest
 from arrow_helpers import PEERS, c_struct, keepalive, pa, refs
 from bridge._native import ffi
 from lifetimes import balanced, frozen_heap, snapshot
+from pycapsule import capsule_new
 
 import bridge
 
@@ -334,9 +335,7 @@ class _PythonStream:
         ffi.cast("struct ArrowArrayStream *", st).release = ffi.NULL
 
     def capsule(self):
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype, new.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-        return new(int(ffi.cast("uintptr_t", self.struct)), b"arrow_array_stream", None)
+        return capsule_new(int(ffi.cast("uintptr_t", self.struct)), b"arrow_array_stream")
 
 
 def test_stream_import_keeps_its_error_across_a_python_release():

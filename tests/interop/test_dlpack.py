@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from bridge._native import ffi
 from lifetimes import balanced, shrunk, snapshot
+from pycapsule import capsule_new
 
 import bridge
 from bridge.core.native import _C, _drivers
@@ -593,16 +594,14 @@ def test_api_convert_refuses_apis_it_cannot_use():
         _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev", ctypes.c_void_p),
                     ("fns", ctypes.c_void_p * 5)]  # fmt: skip
 
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     ours = bridge.Tensor.__dlpack_c_exchange_api__
     t = bridge.arange(3)
     future = Api(2, 0)
     with pytest.raises(BufferError, match="major versions 1 and 2"):
-        _drivers.api_convert(ours, new(ctypes.addressof(future), b"dlpack_exchange_api", None), t)
+        _drivers.api_convert(ours, capsule_new(ctypes.addressof(future), b"dlpack_exchange_api"), t)
     empty = Api(1, 3)  # the right version, every function NULL
     with pytest.raises(BufferError, match="lacks the functions"):
-        _drivers.api_convert(ours, new(ctypes.addressof(empty), b"dlpack_exchange_api", None), t)
+        _drivers.api_convert(ours, capsule_new(ctypes.addressof(empty), b"dlpack_exchange_api"), t)
 
 
 def test_api_convert_releases_the_export_when_the_destination_throws(torch):

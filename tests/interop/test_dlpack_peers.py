@@ -31,7 +31,6 @@ from dlpack_peek import (
     FromPyObject,
     Versioned,
     VersionedDeleter,
-    capsule_ptr,
     dims,
     np_ptr,
     peek,
@@ -39,6 +38,7 @@ from dlpack_peek import (
     stats_delta,
 )
 from lifetimes import balanced, frozen_heap, snapshot
+from pycapsule import capsule_ptr
 
 import bridge
 
