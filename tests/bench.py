@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
 
 import bridge
 
@@ -282,12 +283,6 @@ def import_rows(repeat: int) -> list[dict[str, Any]]:
         "bridge/tvm": None, "target": 1.3, "target_vs": "numpy",
         "status": f"{'ok' if ratio <= 1.3 else 'MISS'} (br/numpy <= 1.30x)",
     }]  # fmt: skip
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def size_independence(repeat: int, min_time: float) -> list[dict[str, Any]]:

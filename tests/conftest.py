@@ -1,10 +1,23 @@
-"""Shared fixtures for the bridge test suite."""
+"""Shared fixtures for the bridge test suite.
+
+The layout: ``tests/core``, ``tests/interop`` and ``tests/kit`` test the layers of
+the same names in ``bridge/``; the files at the top of ``tests/`` are the
+whole-project checks (layers and imports, the architecture page, the docs'
+examples and site, packaging, typing, introspection, the command line) and the
+helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``:
+``pythonpath`` in pyproject.toml puts this folder on the path); ``tests/gpu``
+runs on a CUDA machine (``make test-gpu``).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 
 import pytest
+
+# The helper modules' asserts get pytest's detailed failure messages, as the
+# tests' own do (registered before any test module imports them).
+pytest.register_assert_rewrite("lifetimes", "numpy_twin", "arrow_helpers", "dlpack_peek")
 
 
 def have(module: str) -> bool:
@@ -18,33 +31,19 @@ def torch():
     return pytest.importorskip("torch")
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+@pytest.fixture
+def pl():
+    """The polars module; the test is skipped where polars is not installed."""
+    return pytest.importorskip("polars")
 
 
-def headless_chromium(purpose: str, host_rules: str, logs: dict[str, str], page_load_timeout: float):
-    """A selenium driver for Debian's headless Chromium (``make test`` installs
-    it), with ``host_rules`` as its host resolver rules (which hosts it may
-    reach), the ``logs`` it keeps and its page-load timeout; the caller quits
-    it. ``purpose`` names the test in the message when Chromium is missing."""
-    from pathlib import Path
+@pytest.fixture
+def na():
+    """The nanoarrow module; the test is skipped where nanoarrow is not installed."""
+    return pytest.importorskip("nanoarrow")
 
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        f"{purpose} needs Debian's Chromium: apt-get install -y chromium chromium-driver"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--host-resolver-rules={host_rules}"):  # fmt: skip
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", logs)
-    # A fresh profile in a temporary folder: chromedriver makes one per session.
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(page_load_timeout)
-    return driver
+@pytest.fixture
+def duckdb():
+    """The duckdb module; the test is skipped where DuckDB is not installed."""
+    return pytest.importorskip("duckdb")

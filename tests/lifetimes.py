@@ -1,4 +1,5 @@
-"""Lifetime helpers shared by the tests: bridge's C counters and resident memory."""
+"""Lifetime helpers shared by the tests: bridge's C counters, resident memory,
+and views that outlive their bytes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 
+import bridge
 from bridge.core.native import _C
 
 DLPACK_KEYS = ("exports", "export_deleters", "imports", "import_releases")
@@ -88,3 +90,12 @@ def frozen_heap(*peers: str) -> Iterator[None]:
     gc.freeze()
     yield
     gc.unfreeze()
+
+
+def shrunk(view: Callable[[bridge.Tensor], bridge.Tensor] | None = None) -> bridge.Tensor:
+    """``view`` (default: the tensor itself) of a 1000-element int64 tensor, made
+    before its storage shrank to 8 bytes: a view past the bytes it reads."""
+    t = bridge.arange(1000, dtype=bridge.int64)
+    v = t if view is None else view(t)
+    t.untyped_storage().resize_(8)
+    return v

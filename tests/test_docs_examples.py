@@ -50,7 +50,7 @@ _MYST_CODE = frozenset({"{code-block}", "{code}", "{sourcecode}"})
 #: program), not files of a checkout or a workspace.
 SYSTEM_PATHS = ("/dev/", "/proc/", "/usr/")
 PAGE_TIMEOUT = 240  # seconds for all the Python blocks of one page
-COMMAND_TIMEOUT = 120  # seconds for one shell command
+COMMAND_TIMEOUT = 300  # seconds for one shell command: a hang, not a speed check (matrix.md runs the full matrix)
 
 
 @dataclass(frozen=True)
@@ -301,21 +301,62 @@ def test_shell_commands_are_split() -> None:
         check_not_runnable("make nope")
 
 
-@pytest.mark.parametrize("page", _page_ids())
+def _python_blocks(page: str) -> list[Block]:
+    """The page's Python blocks that run here (GPU blocks left out)."""
+    return [b for b in extract_blocks((REPO / page).read_text(encoding="utf-8"), page)
+            if b.lang in PYTHON_LANGS and not b.gpu]
+
+
+def _shell_blocks(page: str) -> list[Block]:
+    return [b for b in extract_blocks((REPO / page).read_text(encoding="utf-8"), page)
+            if b.lang in SHELL_LANGS]
+
+
+# Only the pages that have something to run: a page without such a block would be an
+# item that checks nothing. test_every_code_fence_is_picked_up keeps a block the
+# extractor missed from dropping its page out of these lists unnoticed.
+PYTHON_PAGES = [p for p in _page_ids() if _python_blocks(p)]
+SHELL_PAGES = [p for p in _page_ids() if _shell_blocks(p)]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES)
 def test_python_blocks_run(page: str, tmp_path: Path) -> None:
     """The page's Python blocks (GPU blocks left out) run as one script; doctests match."""
-    blocks = [b for b in extract_blocks((REPO / page).read_text(encoding="utf-8"), page)
-              if b.lang in PYTHON_LANGS and not b.gpu]
-    if blocks:
-        run_python_blocks(blocks, tmp_path)
+    run_python_blocks(_python_blocks(page), tmp_path)
 
 
-@pytest.mark.parametrize("page", _page_ids())
+@pytest.mark.parametrize("page", SHELL_PAGES)
 def test_shell_blocks_run(page: str, tmp_path: Path) -> None:
     """The page's shell commands exit 0 (console output matches); pip/make lines are checked."""
-    for block in extract_blocks((REPO / page).read_text(encoding="utf-8"), page):
-        if block.lang in SHELL_LANGS:
-            run_shell_block(block, tmp_path)
+    for block in _shell_blocks(page):
+        run_shell_block(block, tmp_path)
+
+
+# An opening fence whose language this test runs, found without the extractor.
+_RUNNABLE_FENCE = re.compile(
+    r"^[ \t]*(?:`{3,}|~{3,})[ \t]*(?:\{(?:code-block|code|sourcecode)\}[ \t]+)?"
+    r"(?:python|pycon|sh|bash|console)\b", re.M | re.I)
+
+
+def runnable_fences(text: str) -> int:
+    """How many fences of a Markdown text open a block of a language this test runs."""
+    return len(_RUNNABLE_FENCE.findall(text))
+
+
+def test_every_code_fence_is_picked_up() -> None:
+    """Each page's runnable fences, counted by a plain pattern, are all blocks the
+    extractor hands to the runners (the GPU ones to tests/gpu): a fence it missed
+    would drop silently out of the pages run above."""
+    missed = {}
+    for p in pages():
+        page, text = str(p.relative_to(REPO)), p.read_text(encoding="utf-8")
+        found = [b for b in extract_blocks(text, page) if b.lang in PYTHON_LANGS | SHELL_LANGS]
+        if len(found) != runnable_fences(text):
+            missed[page] = (runnable_fences(text), len(found))
+    assert not missed, f"(runnable fences, blocks extracted) differ: {missed}"
+    assert PYTHON_PAGES and SHELL_PAGES
+    assert runnable_fences("```python\nx\n```\n  ~~~~ Console\n$ a\n~~~~\n```{code-block} sh\n") == 3
+    assert runnable_fences("```text\n```pythonic\n`python`\n") == 0
 
 
 def test_runner_reports_failures(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
-from conftest import headless_chromium
+from browser import headless_chromium
 from selenium import webdriver
 
 ROOT = Path(__file__).resolve().parent.parent

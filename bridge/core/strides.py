@@ -4,7 +4,7 @@ The rules the C core applies to every tensor (cdefs/core/geometry.c, cdefs/core/
 are written once, in C; this module re-exports them as the functions Python
 calls: ``contiguous_strides``, ``is_contiguous``, ``is_non_overlapping_and_dense``,
 ``extent``, ``wrap_dim``, ``infer_size`` and ``apply_index`` (their docstrings
-are the C ones; tests/test_geometry_property.py holds each to NumPy). What C
+are the C ones; tests/core/test_geometry_property.py holds each to NumPy). What C
 never needs is written here in Python: argument normalisation (``as_shape``,
 ``check_sizes``), channels-last layouts, ``dense_strides_like`` and
 ``broadcast_shapes``. Errors follow PyTorch: IndexError for dimensions and

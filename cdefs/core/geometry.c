@@ -5,7 +5,7 @@
  * against its storage, and the dims parsing the Python entry points share.
  * Strides and offset count elements. Each rule is written once, here: the
  * Python layer calls the same C through the _C functions at the end (its
- * bridge/core/strides.py re-exports them), and tests/test_geometry_property.py
+ * bridge/core/strides.py re-exports them), and tests/core/test_geometry_property.py
  * holds them to NumPy. */
 
 #include "core.h"

@@ -4,8 +4,8 @@
  * _C.apply_index (bridge/core/strides.py) for the basic keys this fast path
  * passes on (NumPy integer scalars, stores that are not one host scalar).
  * Advanced keys go to the Python class's _getitem_slow/_setitem_slow.
- * tests/test_geometry_property.py holds apply_index to NumPy's indexing and
- * tests/test_views_property.py does the same through t[key]. */
+ * tests/core/test_geometry_property.py holds apply_index to NumPy's indexing and
+ * tests/core/test_views_property.py does the same through t[key]. */
 
 #include "views.h"
 

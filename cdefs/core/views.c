@@ -2,7 +2,7 @@
  * (un)squeeze, expand, narrow, select, flatten, is_contiguous. Each builds its
  * result with bridge_tensor_new; the stride rules they share (contiguity, -1
  * inference, dim wrapping) are geometry.c's, and view_strides below is the
- * one home of "can this shape be a view". tests/test_views_property.py holds
+ * one home of "can this shape be a view". tests/core/test_views_property.py holds
  * every op to NumPy doing the same thing to the same memory. Cases these do
  * not cover (advanced indexing, dtype views, copies, other memory formats) go
  * to the Python class's _*_slow methods. */

@@ -7,13 +7,10 @@ the same runner and conventions.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import test_docs_examples as docs  # the shared extractor and runner
+import test_docs_examples as docs  # the shared extractor and runner (tests/ is on the path)
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines

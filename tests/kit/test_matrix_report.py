@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import headless_chromium
+from browser import headless_chromium
 
 from bridge.kit.matrix import ProgressLines
 from bridge.kit.matrix_grid import Cell
@@ -25,7 +25,7 @@ from bridge.kit.matrix_html import to_html, write_html
 from bridge.kit.matrix_tables import format_table, print_table, to_markdown, worst
 from bridge.kit.rules import RULES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVIL = "</script><script>window.pwned = 1</script><!-- & <b>bold</b>"
 
 

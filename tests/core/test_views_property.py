@@ -17,13 +17,13 @@ layout, reshape, dtype views), so that rarer combinations come up within the
 example budget; the dtype family also starts from uint8/int16/float32 bases.
 Where PyTorch's rules are stricter than NumPy's (``view(dtype)`` needs element
 strides and offset divisible by the size ratio), the test expects PyTorch's.
+The chain state and the checks after each step are in ``numpy_twin.py``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,15 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided as np_as_strided
 from numpy.lib.stride_tricks import sliding_window_view
+from numpy_twin import (
+    VIEW_DTYPES,
+    State,
+    check_same,
+    check_writes,
+    new_state,
+    same_values,
+    writable,
+)
 
 import bridge
 
@@ -41,143 +50,8 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-VIEW_DTYPES = {
-    "int32": (bridge.int32, np.dtype(np.int32)),
-    "uint8": (bridge.uint8, np.dtype(np.uint8)),
-    "int16": (bridge.int16, np.dtype(np.int16)),
-    "float32": (bridge.float32, np.dtype(np.float32)),
-}
-NP_DTYPE_OF = {bt: nt for bt, nt in VIEW_DTYPES.values()}
-
 sizes = st.integers(0, 5)
 shapes = st.lists(sizes, min_size=0, max_size=5).map(tuple)
-
-
-# ------------------------------------------------------------------ chain state
-
-
-@dataclass
-class State:
-    """The view under test, its NumPy twin and the storage both must stay inside."""
-
-    t: bridge.Tensor
-    a: np.ndarray[Any, Any]
-    root: np.ndarray[Any, Any]  # uint8 NumPy array over the whole storage (writable)
-    storage_ptr: int
-    storage_nbytes: int
-
-
-def _state(t: bridge.Tensor, a: np.ndarray[Any, Any], owner: bridge.Tensor) -> State:
-    """A chain state whose view must stay inside ``owner``'s storage."""
-    storage = owner.untyped_storage()
-    return State(t, a, _root_of(owner), storage.data_ptr(), storage.nbytes())
-
-
-def _root_of(t: bridge.Tensor) -> np.ndarray[Any, Any]:
-    """A writable uint8 NumPy array over all of ``t``'s storage."""
-    whole = bridge.empty(0, dtype=bridge.uint8).set_(t.untyped_storage())
-    root = whole.numpy()
-    assert root.nbytes == t.untyped_storage().nbytes()
-    return root
-
-
-def _writable(x: np.ndarray[Any, Any], root: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``x`` (a NumPy view of ``root``'s memory that NumPy made read-only, as
-    broadcast_to, diagonal and sliding_window_view do) with the same geometry but
-    writable. Empty arrays are returned as they are (nothing to write)."""
-    if x.flags.writeable or x.size == 0:
-        return x
-    off = int(x.ctypes.data) - int(root.ctypes.data)
-    return np.ndarray(x.shape, x.dtype, buffer=root, offset=off, strides=x.strides)
-
-
-def _byte_extent(x: np.ndarray[Any, Any]) -> tuple[int, int]:
-    """``(lowest, highest + 1)`` byte addresses of a non-empty array."""
-    lo = hi = int(x.ctypes.data)
-    for size, stride in zip(x.shape, x.strides):
-        if stride > 0:
-            hi += (size - 1) * stride
-        else:
-            lo += (size - 1) * stride
-    return lo, hi + x.itemsize
-
-
-def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether two index tuples reach the same element (brute force; shapes are small)."""
-    n = int(np.prod(shape, dtype=np.int64))
-    if n <= 1:
-        return False
-    idx = np.indices(shape).reshape(len(shape), -1)
-    offsets = np.asarray(strides, dtype=np.int64) @ idx
-    return len(np.unique(offsets)) < n
-
-
-def same_values(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> bool:
-    """Equal shapes and element bits (float32 views of integer bytes can hold NaNs)."""
-    if x.dtype != y.dtype or x.shape != y.shape:
-        return False
-    bits = np.dtype(f"u{x.itemsize}")
-    return bool(np.array_equal(x.view(bits), y.view(bits)))
-
-
-def check_same(s: State) -> None:
-    """The invariants checked after every step."""
-    t, a = s.t, s.a
-    assert isinstance(t, bridge.Tensor)
-    assert t.shape == a.shape
-    assert t.ndim == a.ndim
-    assert t.numel() == a.size
-    assert NP_DTYPE_OF[t.dtype] == a.dtype
-    tn = t.numpy()
-    assert tn.dtype == a.dtype
-    assert tn.shape == a.shape
-    assert same_values(tn, a)
-    itemsize = a.itemsize
-    # t.numpy() is exactly the tensor's geometry
-    assert tn.strides == tuple(st_ * itemsize for st_ in t.stride())
-    assert t.is_contiguous() == a.flags.c_contiguous
-    assert t.untyped_storage().data_ptr() == s.storage_ptr
-    assert t.untyped_storage().nbytes() == s.storage_nbytes
-    if a.size:
-        for size, got, want in zip(a.shape, tn.strides, a.strides):
-            if size != 1:
-                assert got == want, (tn.strides, a.strides)
-        assert t.data_ptr() == int(tn.ctypes.data) == int(a.ctypes.data)
-        assert t.data_ptr() == s.storage_ptr + t.storage_offset() * itemsize
-        lo, hi = _byte_extent(tn)
-        assert s.storage_ptr <= lo and hi <= s.storage_ptr + s.storage_nbytes
-
-
-def _sentinels(dt: np.dtype[Any]) -> tuple[Any, Any]:
-    return (dt.type(201), dt.type(77))
-
-
-def check_writes(data: st.DataObject, s: State) -> None:
-    """A write through the view is seen by the twin, and vice versa."""
-    t, a = s.t, s.a
-    if t.numel() == 0:
-        event("final view empty")
-        return
-    event("final view written")
-    idx = tuple(data.draw(st.integers(0, n - 1), label="write index") for n in t.shape)
-    v, w = _sentinels(a.dtype)
-    # one element: well defined even for broadcast (stride-0) or overlapping views
-    t[idx] = v
-    assert a[idx] == v
-    assert t.numpy()[idx] == v
-    a = _writable(a, s.root)
-    a[idx] = w
-    assert t[idx].item() == w
-    # every element, when each element has its own memory
-    if _overlaps(a.shape, a.strides):
-        return
-    n = a.size
-    pattern = ((np.arange(n) * 7 + 3) % 100).astype(a.dtype).reshape(a.shape)
-    t.copy_(pattern)
-    assert np.array_equal(a, pattern)
-    a[...] = pattern[::-1] if a.ndim else pattern + 1
-    assert np.array_equal(t.numpy(), a)
-    assert t.tolist() == a.tolist()
 
 
 # ------------------------------------------------------------------------ bases
@@ -215,7 +89,7 @@ def draw_base(data: st.DataObject, dtypes: list[str] | None = None) -> State:
         t = flat.reshape(shape)
         a = flat.numpy().reshape(shape)
         note(f"base: arange({n}, dtype={name}).reshape({shape})")
-    s = _state(t, a, flat)
+    s = new_state(t, a, flat)
     check_same(s)
     return s
 
@@ -351,7 +225,7 @@ def op_expand(data: st.DataObject, s: State) -> Any:
     else:
         note(f"expand({new})")
         t = s.t.expand(*new) if data.draw(st.booleans(), label="star") else s.t.expand(new)
-    return [(t, _writable(np.broadcast_to(s.a, final), s.root))], False
+    return [(t, writable(np.broadcast_to(s.a, final), s.root))], False
 
 
 def op_squeeze(data: st.DataObject, s: State) -> Any:
@@ -425,7 +299,7 @@ def op_unfold(data: st.DataObject, s: State) -> Any:
     note(f"unfold({d}, {size}, {step})")
     windows = sliding_window_view(s.a, size, axis=d)
     windows = windows[(slice(None),) * (d % nd) + (slice(None, None, step),)]
-    return [(s.t.unfold(d, size, step), _writable(windows, s.root))], False
+    return [(s.t.unfold(d, size, step), writable(windows, s.root))], False
 
 
 def op_diagonal(data: st.DataObject, s: State) -> Any:
@@ -442,7 +316,7 @@ def op_diagonal(data: st.DataObject, s: State) -> Any:
         return None
     off = data.draw(st.integers(-6, 6), label="offset")
     note(f"diagonal({off}, {d1}, {d2})")
-    return [(s.t.diagonal(off, d1, d2), _writable(np.diagonal(s.a, off, d1, d2), s.root))], False
+    return [(s.t.diagonal(off, d1, d2), writable(np.diagonal(s.a, off, d1, d2), s.root))], False
 
 
 def _divisors(n: int) -> list[int]:
@@ -698,7 +572,7 @@ def run_chain(
         results, copied = out
         owner = results[0][0]
         states = [
-            _state(t, a, owner) if copied else State(t, a, s.root, s.storage_ptr, s.storage_nbytes)
+            new_state(t, a, owner) if copied else State(t, a, s.root, s.storage_ptr, s.storage_nbytes)
             for t, a in results
         ]
         for piece in states:
@@ -795,9 +669,9 @@ def test_as_strided_bounds(
     t = src.as_strided(shape, strides, offset)
     assert t.storage_offset() == off
     want = np_as_strided(flat.numpy()[off:], shape, tuple(4 * x for x in strides))
-    check_same(_state(t, want, flat))
+    check_same(new_state(t, want, flat))
     t2 = bridge.as_strided(src, list(shape), list(strides), offset)
-    check_same(_state(t2, want, flat))
+    check_same(new_state(t2, want, flat))
 
 
 @pytest.mark.parametrize(

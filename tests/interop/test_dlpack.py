@@ -12,6 +12,8 @@ import threading
 import numpy as np
 import pytest
 from bridge._native import ffi
+from lifetimes import balanced, shrunk, snapshot
+from pycapsule import capsule_new
 
 import bridge
 from bridge.core.native import _C, _drivers
@@ -24,11 +26,6 @@ def managed(capsule):
     name, addr = _drivers.capsule_info(capsule)
     kind = "DLManagedTensorVersioned *" if name == "dltensor_versioned" else "DLManagedTensor *"
     return name, ffi.cast(kind, addr)
-
-
-def counts():
-    gc.collect()
-    return _C.stats()
 
 
 class Producer:
@@ -194,14 +191,13 @@ def test_unconsumed_capsule_releases_the_owner():
     t = bridge.arange(10)
     keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
-    before = counts()
+    before = snapshot()
     cap = t.__dlpack__(max_version=(1, 3))
     assert sys.getrefcount(keep) == base + 1
     del cap
-    after = counts()
     assert sys.getrefcount(keep) == base
-    assert after["exports"] - before["exports"] == 1
-    assert after["export_deleters"] - before["export_deleters"] == 1
+    d = balanced(before)  # every counter, the DLPack deleter's included
+    assert d["exports"] == d["export_deleters"] == 1
 
 
 def test_producer_outlives_its_tensor():
@@ -230,13 +226,13 @@ def test_deleter_from_native_thread_without_python_state(versioned):
     t = bridge.arange(5)
     keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
-    before = counts()
+    before = snapshot()
     cap = t.__dlpack__(max_version=(1, 3) if versioned else None)
     _, addr = _drivers.capsule_info(cap)
     _drivers.mark_consumed(cap)  # we own it now, as a consumer would
     _drivers.call_deleter_in_thread(addr, versioned)
     del cap
-    after = counts()
+    after = snapshot()
     assert sys.getrefcount(keep) == base
     assert after["export_deleters"] - before["export_deleters"] == 1
 
@@ -534,23 +530,23 @@ def test_exchange_api_lifetimes():
     t = bridge.arange(4)
     keep = t.untyped_storage().owner
     base = sys.getrefcount(keep)
-    before = counts()
+    before = snapshot()
     for _ in range(100):
         back = _drivers.api_to_object(api, t)
         del back
-    after = counts()
+    after = snapshot()
     assert sys.getrefcount(keep) == base
     assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 100
 
 
 def test_torch_uses_our_exchange_api(torch):
     t = bridge.arange(6, dtype=bridge.float32)
-    before = counts()
+    before = snapshot()
     tt = torch.from_dlpack(t)
     tt[0] = 42
     assert t[0].item() == 42
     del tt
-    after = counts()
+    after = snapshot()
     assert after["exports"] - before["exports"] == 1
     assert after["export_deleters"] - before["export_deleters"] == 1
 
@@ -573,14 +569,14 @@ def test_api_convert_hands_tensors_between_exchange_apis(torch):
     ours = bridge.Tensor.__dlpack_c_exchange_api__
     theirs = type(torch.zeros(1)).__dlpack_c_exchange_api__
     t = bridge.arange(6, dtype=bridge.float32)
-    before = counts()
+    before = snapshot()
     x = _drivers.api_convert(ours, theirs, t)
     assert isinstance(x, torch.Tensor) and x.data_ptr() == t.data_ptr()
     back = _drivers.api_convert(theirs, ours, x)
     assert isinstance(back, bridge.Tensor) and back.data_ptr() == t.data_ptr()
     del x, back
     gc.collect()
-    after = counts()
+    after = snapshot()
     assert after["api_exports"] - before["api_exports"] == 1
     assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 1
     with pytest.raises(ValueError):
@@ -598,16 +594,14 @@ def test_api_convert_refuses_apis_it_cannot_use():
         _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev", ctypes.c_void_p),
                     ("fns", ctypes.c_void_p * 5)]  # fmt: skip
 
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     ours = bridge.Tensor.__dlpack_c_exchange_api__
     t = bridge.arange(3)
     future = Api(2, 0)
     with pytest.raises(BufferError, match="major versions 1 and 2"):
-        _drivers.api_convert(ours, new(ctypes.addressof(future), b"dlpack_exchange_api", None), t)
+        _drivers.api_convert(ours, capsule_new(ctypes.addressof(future), b"dlpack_exchange_api"), t)
     empty = Api(1, 3)  # the right version, every function NULL
     with pytest.raises(BufferError, match="lacks the functions"):
-        _drivers.api_convert(ours, new(ctypes.addressof(empty), b"dlpack_exchange_api", None), t)
+        _drivers.api_convert(ours, capsule_new(ctypes.addressof(empty), b"dlpack_exchange_api"), t)
 
 
 def test_api_convert_releases_the_export_when_the_destination_throws(torch):
@@ -618,22 +612,14 @@ def test_api_convert_releases_the_export_when_the_destination_throws(torch):
     theirs = type(torch.zeros(1)).__dlpack_c_exchange_api__
     # torch has no float6: its to_py_object fails and the export is released here.
     odd = bridge.zeros(4, dtype=bridge.float6_e2m3fn)
-    before = counts()
+    before = snapshot()
     with pytest.raises(RuntimeError, match="Unsupported code"):  # torch's c10::Error
         _drivers.api_convert(ours, theirs, odd)
-    after = counts()
+    after = snapshot()
     assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"] == 1
 
 
 # ------------------------------------- views that outlive their bytes (issue 9)
-
-
-def _shrunk(view=lambda t: t):
-    """``view`` of a 1000-element tensor, made before its storage shrank to 8 bytes."""
-    t = bridge.arange(1000)
-    v = view(t)
-    t.untyped_storage().resize_(8)
-    return v
 
 
 @pytest.mark.parametrize(
@@ -653,23 +639,23 @@ def _shrunk(view=lambda t: t):
          "slice", "transposed"],
 )
 def test_views_past_a_shrunk_storage_are_not_exported(view, export):
-    t = _shrunk(view or (lambda t: t))
-    before = counts()
+    t = shrunk(view)
+    before = snapshot()
     with pytest.raises(BufferError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
         export(t)
-    after = counts()
+    after = snapshot()
     assert after["exports"] == before["exports"]
 
 
 def test_new_views_past_a_shrunk_storage_are_refused():
     """The one constructor checks every view against what its storage holds now."""
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(RuntimeError, match=r"views bytes \[4000, 8000\) of a storage that now holds 8"):
         t[500:]
 
 
 def test_views_inside_a_shrunk_storage_still_export():
-    t = _shrunk()
+    t = shrunk()
     head = t[:1]  # its one element lies in the 8 bytes that are left
     assert np.from_dlpack(head).tolist() == [0]
     empty = t[5:5]  # reaches nothing
@@ -677,7 +663,7 @@ def test_views_inside_a_shrunk_storage_still_export():
 
 
 def test_torch_cannot_take_a_view_past_a_shrunk_storage(torch):
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(BufferError, match="storage that now holds 8"):
         torch.from_dlpack(t)  # through bridge's C exchange API
 

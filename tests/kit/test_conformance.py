@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import os
@@ -12,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from pycapsule import capsule_new
 
 import bridge
 from bridge.core.native import _C, _drivers
@@ -277,9 +277,6 @@ def test_deleter_called_twice_is_caught():
 
 
 _NAMES = {True: b"dltensor_versioned", False: b"dltensor"}  # must outlive the capsules
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class LeaksUnconsumed(np.ndarray):
@@ -290,7 +287,7 @@ class LeaksUnconsumed(np.ndarray):
         cap = super().__dlpack__(**kwargs)
         view = inspect_capsule(cap)
         _drivers.mark_consumed(cap)  # NumPy's destructor leaves the struct to us now
-        return _capsule_new(view.address, _NAMES[view.versioned], None)
+        return capsule_new(view.address, _NAMES[view.versioned])
 
 
 def test_unconsumed_capsule_leak_is_caught_and_cleaned_up():
@@ -480,6 +477,7 @@ def test_handmade_and_inspect_capsule():
 PLUGIN_TESTS = """
 import numpy as np
 import pytest
+from pycapsule import capsule_new
 
 
 class TakesAnything:
@@ -685,6 +683,7 @@ def test_unknown_check_names_are_an_error():
 PLUGIN_TYPO = """
 import numpy as np
 import pytest
+from pycapsule import capsule_new
 
 
 @pytest.mark.dlpack_producer(lambda: np.arange(6.0), ignore=["stream_cpu"])

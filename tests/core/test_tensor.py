@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lifetimes import shrunk
 
 import bridge
 from bridge import Tensor
@@ -541,12 +542,6 @@ def test_repr_matches_torch(torch):
 # ------------------------------------------------------------ issue 9
 
 
-def _shrunk():
-    t = bridge.arange(1000)
-    t.untyped_storage().resize_(8)
-    return t
-
-
 @pytest.mark.parametrize(
     "use",
     [
@@ -564,13 +559,13 @@ def _shrunk():
     ],
 )
 def test_reading_or_writing_past_a_shrunk_storage_raises(use):
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(RuntimeError, match=r"views bytes \[\d+, \d+\) of a storage that now holds 8"):
         use(t)
 
 
 def test_views_inside_a_shrunk_storage_still_work():
-    t = _shrunk()
+    t = shrunk()
     assert t[0].item() == 0 and t[:1].tolist() == [0]
     t[0] = 7
     assert t.untyped_storage()[0] == 7

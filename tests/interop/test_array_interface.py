@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from lifetimes import shrunk
 
 import bridge
 from bridge.interop.cuda import CudaArrayInterfaceOwner
@@ -466,12 +467,6 @@ def test_numpy_views_outlive_resize_and_set():
 # ------------------------------------------------------------ issue 9
 
 
-def _shrunk():
-    t = bridge.arange(1000)
-    t.untyped_storage().resize_(8)
-    return t
-
-
 @pytest.mark.parametrize(
     "export",
     [
@@ -485,7 +480,7 @@ def _shrunk():
     ids=["asarray", "array-struct", "array-interface", "memoryview", "numpy", "array-copy"],
 )
 def test_views_past_a_shrunk_storage_are_not_exported(export):
-    t = _shrunk()
+    t = shrunk()
     with pytest.raises(BufferError, match=r"views bytes \[0, 8000\) of a storage that now holds 8"):
         export(t)
 
