@@ -138,7 +138,7 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
 /* Take ownership of a managed tensor (taken from a capsule or handed over by
  * an exchange API): the new storage owns it and runs its deleter exactly
  * once, when it dies; on any error the deleter runs at once. */
-PyObject *bridge_dlpack_adopt(void *managed, int versioned) {
+PyObject *bridge_dlpack_take(void *managed, int versioned) {
   BUMP(STAT_IMPORTS);
   parsed_t p;
   if (parse_managed(managed, versioned, &p) < 0) {
@@ -178,7 +178,7 @@ PyObject *bridge_dlpack_import_capsule(PyObject *capsule) {
   if (p == NULL) return NULL;
   /* Rename first: from here on the capsule's destructor leaves the tensor to us. */
   if (PyCapsule_SetName(capsule, versioned ? NAME_USED_VERSIONED : NAME_USED_LEGACY) < 0) return NULL;
-  return bridge_dlpack_adopt(p, versioned);
+  return bridge_dlpack_take(p, versioned);
 }
 
 /* ------------------------------------------------ the C exchange API */
@@ -349,7 +349,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
       return NULL;
     }
     BUMP(STAT_API_IMPORTS);
-    PyObject *out = bridge_dlpack_adopt(m, 1);
+    PyObject *out = bridge_dlpack_take(m, 1);
     /* the consumer's stream now waits for the producer's work */
     if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
       ((TensorObject *)out)->storage->stream = bridge_current_stream();
@@ -594,7 +594,7 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
     return out;
   }
   Py_XDECREF(dl_device);
-  uint64_t flags = capsule_flags(cap);
+  uint64_t flags = copy == Py_True ? capsule_flags(cap) : 0; /* read only when it matters */
   PyObject *out = import_asked(cap, stream);
   Py_DECREF(cap);
   if (out == NULL) return NULL;

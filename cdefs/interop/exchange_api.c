@@ -26,7 +26,7 @@ static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
 }
 
 static int api_to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object) {
-  PyObject *obj = bridge_dlpack_adopt(tensor, 1);
+  PyObject *obj = bridge_dlpack_take(tensor, 1);
   if (obj == NULL) return -1;
   *out_py_object = obj;
   return 0;

@@ -60,7 +60,7 @@ int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *o
  * stream for CUDA, the legacy retry) and import it: the one request. */
 PyObject *bridge_dlpack_ask(PyObject *x);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
-PyObject *bridge_dlpack_adopt(void *managed, int versioned);
+PyObject *bridge_dlpack_take(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];
 /* DLPack's capsule names, written once (dlpack_export.c). */
 extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
