@@ -66,6 +66,18 @@ def c_struct(capsule, name: bytes):
     return ffi.cast(_STRUCT_OF[name], capsule_ptr(capsule, name))
 
 
+def exported_structs(t: bridge.Tensor, device: bool) -> tuple[Any, Any, Any, Any]:
+    """``t``'s Arrow export (the device array's when ``device``): the two
+    capsules, and the ArrowSchema and ArrowArray structs they point at."""
+    schema, array = t.__arrow_c_device_array__() if device else t.__arrow_c_array__()
+    s = c_struct(schema, b"arrow_schema")
+    if device:
+        a = ffi.addressof(c_struct(array, b"arrow_device_array").array)
+    else:
+        a = c_struct(array, b"arrow_array")
+    return schema, array, s, a
+
+
 def keepalive(t: bridge.Tensor) -> Any:
     """The object every Arrow export of ``t`` holds a reference to."""
     keep = t.untyped_storage().owner

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from arrow_helpers import PEERS, c_struct, keepalive, pa, refs
+from arrow_helpers import PEERS, c_struct, exported_structs, keepalive, pa, refs
 from bridge._native import ffi
 from lifetimes import balanced, frozen_heap, snapshot
 from pycapsule import capsule_new
@@ -194,12 +194,7 @@ def test_malformed_structs(case, device):
     keep = keepalive(t)
     r0 = refs(keep)
     before = snapshot()
-    schema, array = t.__arrow_c_device_array__() if device else t.__arrow_c_array__()
-    s = c_struct(schema, b"arrow_schema")
-    if device:
-        a = ffi.addressof(c_struct(array, b"arrow_device_array").array)
-    else:
-        a = c_struct(array, b"arrow_array")
+    schema, array, s, a = exported_structs(t, device)
     hold: list[Any] = []
     corrupt(s, a, hold)
     with pytest.raises(exc, match=match):

@@ -25,6 +25,7 @@ from arrow_helpers import (
     PEERS,
     StreamOnly,
     c_struct,
+    exported_structs,
     fst_array,
     keepalive,
     pa,
@@ -134,12 +135,7 @@ def test_moved_fast_path_structs_outlive_their_capsules(order, device):
     keep = keepalive(t)
     r0 = refs(keep)
     before = snapshot()
-    schema, array = t.__arrow_c_device_array__() if device else t.__arrow_c_array__()
-    s = c_struct(schema, b"arrow_schema")
-    if device:
-        a = ffi.addressof(c_struct(array, b"arrow_device_array").array)
-    else:
-        a = c_struct(array, b"arrow_array")
+    schema, array, s, a = exported_structs(t, device)
     ms, ma = _move(s, "ArrowSchema"), _move(a, "ArrowArray")
     if order == "capsules-die-first":
         del schema, array, s, a
