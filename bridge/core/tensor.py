@@ -22,7 +22,7 @@ from bridge.core import dtypes as _dtypes
 from bridge.core import serialize as _serialize
 from bridge.core import strides as S
 from bridge.core import tensor_ops as _ops
-from bridge.core.device import device
+from bridge.core.device import device, is_device_like
 from bridge.core.dtypes import dtype
 from bridge.core.layout import (
     _empty,
@@ -302,7 +302,10 @@ class Tensor(_C.TensorBase):
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``:
         this tensor when nothing changes and ``copy`` is false, else a converted
-        copy. Only host memory can be converted (RuntimeError otherwise)."""
+        copy. Only host memory can be converted (RuntimeError otherwise).
+        Dtypes and devices may be any that :func:`bridge.get_dtype` and
+        :class:`bridge.device` read (torch's, NumPy's, ``float``, objects with
+        ``__dlpack_data_type__`` / ``__dlpack_device__``)."""
         dt: dtype | None = kwargs.pop("dtype", None)
         dev: Any = kwargs.pop("device", None)
         copy = _Bool(kwargs.pop("copy", False))
@@ -312,8 +315,8 @@ class Tensor(_C.TensorBase):
         for a in args:
             if isinstance(a, Tensor):
                 dt, dev = a._dtype, a.device
-            elif isinstance(a, (device, str)) and not (
-                isinstance(a, str) and a.removeprefix("torch.").removeprefix("bridge.") in _dtypes._BY_NAME
+            elif is_device_like(a) or (
+                type(a) is str and a.strip().removeprefix("torch.").removeprefix("bridge.") not in _dtypes._BY_NAME
             ):
                 dev = a
             else:

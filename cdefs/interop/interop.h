@@ -50,8 +50,9 @@ PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id);
 /* A copy in new memory: the copy engine for CUDA, clone(contiguous_format) else. */
 PyObject *bridge_dlpack_copy(TensorObject *t);
 /* A device spec as DLPack's pair: a (type, id) tuple or a bridge.device, and
- * with `names` also what bridge.device() takes ("cpu", "cuda:1"). TypeError
- * (ValueError for a bad name) otherwise. */
+ * with `names` also whatever bridge.device() takes ("cpu", "cuda:1", a
+ * torch.device, an object with __dlpack_device__). TypeError (ValueError for a
+ * bad name) otherwise. */
 int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
 /* The array API's stream argument for memory on (dev_type, dev_id), checked:
  * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
