@@ -73,7 +73,6 @@ from bridge.core.factories import (
     zeros_like,
 )
 from bridge.core.functional import (
-    as_tensor,
     broadcast_shapes,
     broadcast_tensors,
     broadcast_to,
@@ -123,7 +122,7 @@ from bridge.core.tensor import (
     memory_format,
     preserve_format,
 )
-from bridge.interop import asarray
+from bridge.interop import as_tensor, asarray
 from bridge.interop.arrow import from_arrow
 from bridge.interop.cuda import cuda_stream, current_cuda_stream, from_cuda_array_interface
 from bridge.interop.dlpack import from_dlpack, to_dlpack

@@ -36,7 +36,7 @@ TITLES = {
     "top": "top-level shims: bridge/*.py",
     "kit": "kit: bridge/kit/ (loaded on first use)",
     "interop": "interop: bridge/interop/",
-    "interop.facade": "facade: asarray",
+    "interop.facade": "facade: asarray, as_tensor",
     "core": "core: bridge/core/",
     "c": "C extension: cdefs/**/*.c built into bridge._native",
 }
