@@ -140,3 +140,15 @@ def test_help_renders_the_classes() -> None:
         text = pydoc.plain(pydoc.render_doc(cls))
         assert cls.__name__ in text
     assert "size(self, dim=None, /)" in pydoc.plain(pydoc.render_doc(bridge.Tensor))
+
+
+def test_help_of_tensor_shows_no_private_names() -> None:
+    """help(bridge.Tensor) names no private helper (issue 23): annotations say
+    builtins.bool, not a module's _Bool alias, and the C base is TensorBase,
+    not bridge._C.TensorBase."""
+    import re
+
+    text = pydoc.render_doc(bridge.Tensor, renderer=pydoc.plaintext)
+    assert set(re.findall(r"(?<![\w.])_[A-Za-z]\w*", text)) == set()
+    assert "bridge._C" not in text and "class Tensor(TensorBase)" in text
+    assert bridge.Tensor.__mro__[1] is _C.TensorBase

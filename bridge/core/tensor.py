@@ -23,7 +23,7 @@ from bridge.core import serialize as _serialize
 from bridge.core import strides as S
 from bridge.core import tensor_ops as _ops
 from bridge.core.device import device, is_device_like
-from bridge.core.dtypes import dtype
+from bridge.core.dtypes import DType, dtype
 from bridge.core.layout import (
     _empty,
     _from_numpy_copy,
@@ -46,6 +46,9 @@ __all__ = [
     "channels_last_3d",
     "preserve_format",
 ]
+
+# The C base under the module path its type names (help() shows no bridge._C).
+TensorBase = _C.TensorBase
 
 _Bool = builtins.bool
 _Int = builtins.int
@@ -144,7 +147,7 @@ class Tensor(_C.TensorBase):
             return self.ndim == 5 and S.is_channels_last(self._shape, self._strides)
         raise ValueError(f"is_contiguous() does not take {memory_format!r}")
 
-    def is_non_overlapping_and_dense(self) -> _Bool:
+    def is_non_overlapping_and_dense(self) -> builtins.bool:
         """Whether the elements fill a contiguous block exactly once, in some dim order."""
         return S.is_non_overlapping_and_dense(self._shape, self._strides)
 
@@ -192,7 +195,7 @@ class Tensor(_C.TensorBase):
         """The imaginary parts of a complex tensor (a view); TypeError for a real one."""
         return _ops.imag(self)
 
-    def as_strided(self, size: Any, stride: Any, storage_offset: _Int | None = None) -> Tensor:
+    def as_strided(self, size: Any, stride: Any, storage_offset: builtins.int | None = None) -> Tensor:
         """A view with arbitrary geometry over the same storage; ValueError if any
         element would fall outside the storage."""
         off = self._offset if storage_offset is None else operator.index(storage_offset)
@@ -200,7 +203,7 @@ class Tensor(_C.TensorBase):
                                      S.as_shape((stride,), "stride"), off)  # fmt: skip
         return out
 
-    def set_(self, source: Any = None, storage_offset: _Int = 0, size: Any = None, stride: Any = None) -> Tensor:
+    def set_(self, source: Any = None, storage_offset: builtins.int = 0, size: Any = None, stride: Any = None) -> Tensor:
         """Repoint this tensor (in place) at ``source``: a storage (with the given
         offset, size and stride; default: all of it as 1-d), a tensor (its
         storage and geometry) or None (an empty storage). ValueError when the
@@ -269,7 +272,7 @@ class Tensor(_C.TensorBase):
             return self
         return self.clone(memory_format=memory_format)
 
-    def copy_(self, src: Any, non_blocking: _Bool = False) -> Tensor:
+    def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
         """Copy ``src`` (tensor, array, nested list or scalar; broadcast to this
         shape and cast to this dtype as PyTorch casts) into this tensor in place."""
         self._check_writable()
@@ -335,8 +338,8 @@ class Tensor(_C.TensorBase):
     @overload
     def type(self, dtype: None = None) -> str: ...
     @overload
-    def type(self, dtype: _dtypes.dtype | str) -> Tensor: ...
-    def type(self, dtype: _dtypes.dtype | str | None = None) -> str | Tensor:
+    def type(self, dtype: DType | str) -> Tensor: ...
+    def type(self, dtype: DType | str | None = None) -> str | Tensor:
         """The dtype's name when called without arguments, else ``to(dtype)``."""
         if dtype is None:
             return f"bridge.{self._dtype.name}"
@@ -404,7 +407,7 @@ class Tensor(_C.TensorBase):
     def _item_slow(self) -> Any:
         return self._values().reshape(()).item()
 
-    def __bool__(self) -> _Bool:
+    def __bool__(self) -> builtins.bool:
         n = self.numel()
         if n != 1:
             raise ValueError(f"Boolean value of Tensor with {n} elements is ambiguous")
@@ -416,21 +419,21 @@ class Tensor(_C.TensorBase):
             raise TypeError(f"can't convert complex to {what}")
         return value
 
-    def __int__(self) -> _Int:
+    def __int__(self) -> builtins.int:
         return _Int(self._real_item("int"))
 
-    def __float__(self) -> _Float:
+    def __float__(self) -> builtins.float:
         return _Float(self._real_item("float"))
 
     def __complex__(self) -> complex:
         return complex(self.item())
 
-    def __index__(self) -> _Int:
+    def __index__(self) -> builtins.int:
         if not self._dtype.is_integral or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return _Int(self._real_item("int"))
 
-    def numpy(self, *, force: _Bool = False) -> np.ndarray[Any, Any]:
+    def numpy(self, *, force: builtins.bool = False) -> np.ndarray[Any, Any]:
         """A NumPy array sharing this tensor's memory (read-only when the tensor is),
         through the tensor's buffer export.
 
@@ -461,7 +464,7 @@ class Tensor(_C.TensorBase):
         (bfloat16, float8)."""
         return memoryview(self)  # type: ignore[arg-type]
 
-    def __array__(self, dtype: Any = None, copy: _Bool | None = None) -> np.ndarray[Any, Any]:
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray[Any, Any]:
         """NumPy 2 protocol: zero-copy unless a copy is asked for or a dtype change
         needs one; ``copy=False`` with a needed copy raises ValueError."""
         arr = self.numpy()
@@ -491,7 +494,7 @@ class Tensor(_C.TensorBase):
         """Pickle support (:mod:`bridge.core.serialize`): the storage and the geometry."""
         return _serialize.reduce_tensor(self)
 
-    def __deepcopy__(self, memo: dict[_Int, Any]) -> Tensor:
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         return _serialize.deepcopy_tensor(self, memo)
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
@@ -506,7 +509,7 @@ class Tensor(_C.TensorBase):
             self.untyped_storage().share_memory_()
         return self
 
-    def is_shared(self) -> _Bool:
+    def is_shared(self) -> builtins.bool:
         """Whether the storage is in shared memory (a shared file mapping counts)."""
         return self.untyped_storage().is_shared()
 
