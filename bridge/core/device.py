@@ -61,6 +61,12 @@ class device:
             if index is not None:
                 raise TypeError("device(device, index) is not allowed: the device has its own index")
             return type
+        if type.__class__ is not str and _foreign_kind(type) is not None:
+            # Before the str/int/tuple forms: paddle's devices are str subclasses
+            # ("gpu:0") that say what they are through the protocol.
+            if index is not None:
+                raise TypeError(f"device({type!r}, index) is not allowed: the device has its own index")
+            return _foreign(type)
         if isinstance(type, tuple):
             if index is not None or len(type) != 2:
                 raise TypeError(f"device tuple must be (type, index), got {type!r}")
@@ -70,9 +76,7 @@ class device:
                 raise TypeError("device(int) takes no index")
             type, index = "cuda", type
         if not isinstance(type, str):
-            if index is not None:
-                raise TypeError(f"device({type!r}, index) is not allowed: the device has its own index")
-            return _foreign(type)
+            return _foreign(type)  # TypeError: a tensor, or no device at all
         name = type.strip().lower()
         if ":" in name:
             if index is not None:
@@ -163,7 +167,7 @@ def _foreign_kind(obj: Any) -> str | None:
     "torch", "tvm_ffi" or "jax"; None for anything else (tensors included,
     which have ``__dlpack_device__`` too)."""
     tp = type(obj)
-    if isinstance(obj, (str, device)) or hasattr(tp, "__dlpack__"):
+    if tp is str or isinstance(obj, device) or hasattr(tp, "__dlpack__"):
         return None
     if hasattr(tp, "__dlpack_device__"):
         return "exchange"

@@ -193,3 +193,24 @@ def test_torch_dtype_and_device_together(torch):
 def test_foreign_device_bridge_cannot_allocate_on_is_a_runtime_error():
     with pytest.raises(RuntimeError, match="only CPU memory"):
         bridge.empty(2, device=ExchangeDevice((2, 0)))
+
+
+class StrDevice(str):
+    """A device that is a str subclass, as paddle's are ("gpu:0")."""
+
+    def __dlpack_device__(self):
+        return (2, 1)
+
+
+def test_a_str_device_speaking_the_protocol_is_read_through_it():
+    assert device(StrDevice("gpu")) == device("cuda:1")  # the protocol, not the text
+    from bridge.core.device import is_device_like
+
+    assert is_device_like(StrDevice("cpu")) and not is_device_like("cpu")
+    with pytest.raises(RuntimeError, match="cannot move memory from cpu to cuda:1"):
+        bridge.zeros(2).to(StrDevice("cpu"))
+
+
+def test_from_dlpack_device_that_is_no_device_is_a_type_error():
+    with pytest.raises(TypeError, match="expects a string, tuple, int or device object"):
+        bridge.from_dlpack(bridge.zeros(2), device=object())

@@ -71,3 +71,7 @@ def test_tvm_ffi_jax_and_paddle_devices():
     assert device(jax.devices("cpu")[0]) == device("cpu")
     paddle = pytest.importorskip("paddle")
     assert device(paddle.CPUPlace()) == device("cpu")
+    x = paddle.arange(4).astype("float32")
+    # paddle's Tensor.device is a str subclass with __dlpack_device__.
+    assert device(x.device) == device("cpu") and device(x.place) == device("cpu")
+    assert bridge.zeros(2).to(x.device, x.dtype).dtype is bridge.float32
