@@ -395,7 +395,8 @@ def get_dtype(spec: Any) -> dtype:
     if isinstance(spec, dtype):
         return spec
     if type(spec) is str:
-        return _by_name(spec, spec)
+        found = _BY_NAME.get(spec)  # the common case, before any normalising
+        return found if found is not None else _by_name(spec, spec)
     exchange = getattr(type(spec), "__dlpack_data_type__", None)
     if exchange is not None:
         try:
