@@ -182,7 +182,8 @@ def _dtype_cell(h: Holds) -> str:
     missing = sorted(_EVERY - h.dtypes - h.dtype_views)
     kept = "all" if not missing else "all but " + ", ".join(missing)
     if h.dtype_views:
-        kept += " (" + ", ".join(sorted(h.dtype_views)) + " through ml_dtypes)"
+        views = "bfloat16 and the float8/6/4 types" if h.dtype_views == ML_DTYPES else ", ".join(sorted(h.dtype_views))
+        kept += f" ({views} through ml_dtypes)"
     return kept
 
 
