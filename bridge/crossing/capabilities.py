@@ -136,8 +136,8 @@ _TABLE = (
                 "capsules only; 64-bit dtypes only with jax_enable_x64 (else int64 arrives as int32)"),
     _holds("paddle", "paddle", "paddle.from_dlpack", "paddle.Tensor", ("paddle.Tensor",),
            negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
-           dtypes=(_BASE - {"uint16"}) | _COMPLEX | {"bfloat16"} | _FLOAT8_OCP,
-           note="ignores byte_offset; fails on negative strides; reads uint16 as bfloat16; writes through "
+           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_OCP,
+           note="ignores byte_offset; fails on negative strides (a bogus allocation); writes through "
                 "read-only memory"),
     _holds("tvm_ffi", "tvm_ffi", "tvm_ffi.from_dlpack", "tvm_ffi.Tensor", ("tvm_ffi.Tensor",),
            devices=_CPU_CUDA, dtypes=_BASE | {"bfloat16"} | _FLOAT8_ALL,
