@@ -124,6 +124,8 @@ def _import(obj: object) -> Tensor:
 
 def _layout_problem(t: Tensor, h: Holds) -> str:
     """Why ``h`` cannot hold ``t``'s strides ("" when it can)."""
+    if t.is_contiguous() and (h.strides != "contiguous" or t.numel()):
+        return ""  # row-major: no negative or zero stride on a dim of more than one element
     live = [(n, s) for n, s in zip(t.shape, t.stride()) if n > 1]
     if not h.negative_strides and any(s < 0 for _, s in live):
         return f"{h.name} cannot hold negative strides {t.stride()}"
@@ -180,6 +182,8 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
     if h.alignment and t.numel() and t.data_ptr() % h.alignment:
         fixes.append(Fix("alignment", f"{h.name} needs its data {h.alignment}-byte aligned; this view starts at "
                                       f"{t.data_ptr() % h.alignment} bytes past a boundary", True))  # fmt: skip
+    if not fixes and not t.is_readonly and not h.always_copies and (h.byte_offset or not t.storage_offset()):
+        return _as_is(h.name)  # the common case, without building a plan
     copied = any(f.copies for f in fixes)
     if t.is_readonly and not copied and not h.always_copies:
         if h.readonly == "writes":
@@ -202,6 +206,17 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
         fixes.append(Fix("offset", f"{h.name} ignores DLPack's byte_offset: the view's offset is folded into "
                                    "the data pointer", False))  # fmt: skip
     return Plan(h.name, tuple(fixes))
+
+
+_AS_IS: dict[str, Plan] = {}
+
+
+def _as_is(name: str) -> Plan:
+    """The plan with no fix for destination ``name`` (one per destination)."""
+    p = _AS_IS.get(name)
+    if p is None:
+        p = _AS_IS[name] = Plan(name, ())
+    return p
 
 
 def _check_policy(copy: object, readonly: object) -> None:
@@ -285,6 +300,8 @@ def convert(obj: object, to: object, *, copy: bool | None = None, readonly: Read
     h = resolve(to)
     t = _import(obj)
     p = _plan(t, h, copy, readonly)
+    if not p.fixes:
+        return take(h, t)
     ours = [f for f in p.fixes if f.kind in _BRIDGE_COPIES]
     if copy is False and p.copies:
         raise BufferError(f"convert(copy=False): {p.reasons}")

@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -114,52 +115,72 @@ def take(h: Holds, t: Tensor) -> object:
     to what ``h`` holds), through the destination's import: shares ``t``'s
     memory unless the destination always copies. ``t`` must be one the
     destination holds (:func:`bridge.crossing.convert.plan` makes it so)."""
+    taker = _TAKERS.get(h.name)
+    if taker is None:
+        taker = _TAKERS[h.name] = _taker(h)
+    return taker(t)
+
+
+# The import function of each destination, made on first use (importing the library then).
+_TAKERS: dict[str, Callable[[Tensor], object]] = {}
+
+
+def _typed(fn: Any) -> Callable[[Tensor], object]:
+    """A library's import function, typed as what it is here."""
+    out: Callable[[Tensor], object] = fn
+    return out
+
+
+def _taker(h: Holds) -> Callable[[Tensor], object]:
     name = h.name
     if name == "bridge":
-        return t
+        return lambda t: t
     if name == "numpy":
-        if t.dtype.name in h.dtype_views:
-            return t.numpy()  # the ml_dtypes dtype over the same bytes
         import numpy as np
 
-        return np.from_dlpack(t)
+        views = h.dtype_views
+        # the ml_dtypes dtype over the same bytes where NumPy's DLPack refuses the type
+        return lambda t: t.numpy() if t.dtype.name in views else np.from_dlpack(t)
     if name == "torch":
         import torch
 
-        return torch.from_dlpack(t)
+        return _typed(torch.from_dlpack)
     if name == "jax":
         import jax.dlpack
 
-        return jax.dlpack.from_dlpack(t)
+        return _typed(jax.dlpack.from_dlpack)
     if name == "paddle":
         import paddle
 
-        return paddle.from_dlpack(t)
+        return _typed(paddle.from_dlpack)
     if name == "tvm_ffi":
         import tvm_ffi
 
-        return tvm_ffi.from_dlpack(t)
+        return _typed(tvm_ffi.from_dlpack)
     if name == "mlx":
         import mlx.core as mx
 
-        return mx.from_dlpack(t)
+        return _typed(mx.from_dlpack)
     if name == "onnxruntime":
         import onnxruntime as ort
 
-        return ort.OrtValue.from_dlpack(t)
+        return _typed(ort.OrtValue.from_dlpack)
     if name == "pyarrow":
-        return arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t)
+        return lambda t: arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t)
     if name == "polars":
         import polars as pl
 
-        column: Any = arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t).storage
-        return pl.Series(column)
+        def to_polars(t: Tensor) -> object:
+            column: Any = arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t).storage
+            return pl.Series(column)
+
+        return to_polars
     if name == "tensorflow":
         import tensorflow as tf
 
-        return tf.experimental.dlpack.from_dlpack(t.__dlpack__())  # it takes only a legacy capsule
+        return lambda t: tf.experimental.dlpack.from_dlpack(t.__dlpack__())  # it takes only a legacy capsule
     if name == "cupy":
         import cupy
 
-        return cupy.from_dlpack(t)
+        return _typed(cupy.from_dlpack)
     raise ValueError(f"convert(): no import for destination {name!r}")  # a record without a route
