@@ -172,7 +172,7 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
     view = _dtype_fix(t, h)
     if view is not None:
         fixes.append(view)
-    if copy:
+    if copy and not h.always_copies:  # (the destination's own copy is the one asked for)
         fixes.append(Fix("requested", "copy=True asks for a copy", True))
     if t.device.type not in h.devices:
         fixes.append(Fix("device", f"{h.name} holds {', '.join(sorted(h.devices))} memory, not {t.device}", True))
