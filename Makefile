@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean docs docs-tools browser-tools
+.PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -101,6 +101,11 @@ test-gpu:
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py
+
+# The same rows counted in instructions per call (valgrind --tool=callgrind):
+# repeatable on a loaded machine, where timings are not. BENCH_IR_ARGS="-k NAME".
+bench-ir: $(STAMP)
+	$(BIN)/python tests/bench_ir.py $(BENCH_IR_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check bridge tests cdefs/build.py

@@ -38,6 +38,8 @@ def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
             for attr in dir(obj):
                 if attr.startswith("_") and not attr.startswith(("__dlpack", "__arrow_c")):
                     continue
+                if issubclass(obj, BaseException) and hasattr(BaseException, attr):
+                    continue  # CPython's own exception methods (add_note, with_traceback)
                 member = getattr(obj, attr)
                 if callable(member) and not isinstance(member, type):
                     yield f"{name}.{attr}", member
