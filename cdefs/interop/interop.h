@@ -58,8 +58,9 @@ int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
  * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
 int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out);
 /* Ask x for its DLPack export (__dlpack__(max_version=(1, 3)), the consumer's
- * stream for CUDA, the legacy retry) and import it: the one request. */
-PyObject *bridge_dlpack_ask(PyObject *x);
+ * stream for CUDA unless the caller knows the memory is the host's: host=1, the legacy retry) and
+ * import it: the one request. */
+PyObject *bridge_dlpack_ask(PyObject *x, int host);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];
