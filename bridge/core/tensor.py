@@ -6,7 +6,9 @@ class adds the methods written in Python. The everyday view ops, ``item``,
 ``tolist``, scalar stores and dense clones are C methods of the base; what they
 do not cover comes back here (the ``_*_slow`` methods, registered as up-calls). Views computed here use
 the pure functions of :mod:`bridge.core.strides` and the one C constructor.
-Copies use NumPy as the kernel over a strided NumPy view of the storage.
+Copies use NumPy as the kernel over a strided NumPy view of the storage; copies
+of CUDA memory are the CUDA driver's copy engine (``_C.cuda_clone``,
+``_C.cuda_copy``, in ``cdefs/interop/cuda.c``).
 """
 
 from __future__ import annotations
