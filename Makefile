@@ -69,7 +69,9 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # DuckDB, and the tests where torch throws (a C++ exception from a converter
 # and torch.frombuffer refusing a strided buffer), are left out: a C++
 # exception trips an internal ASan CHECK when libasan is preloaded
-# (`duckdb.sql("select error('x')")` alone aborts).
+# (`duckdb.sql("select error('x')")` alone aborts). tests/interop/test_cuda_copy.py
+# drives the CUDA copy engine against a fake driver in subprocesses, which
+# inherit the preload and import this build.
 SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
   tests/core/test_geometry_property.py \
   tests/core/test_storage.py tests/core/test_races.py tests/interop/test_dlpack.py \
@@ -77,6 +79,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
   tests/interop/test_arrow_import.py tests/interop/test_arrow_pyarrow.py \
   tests/interop/test_arrow_peers.py tests/interop/test_arrow_lifetimes.py \
   tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
+  tests/interop/test_cuda_copy.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)

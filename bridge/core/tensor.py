@@ -6,14 +6,16 @@ class adds the methods written in Python. The everyday view ops, ``item``,
 ``tolist``, scalar stores and dense clones are C methods of the base; what they
 do not cover comes back here (the ``_*_slow`` methods, registered as up-calls). Views computed here use
 the pure functions of :mod:`bridge.core.strides` and the one C constructor.
-Copies use NumPy as the kernel over a strided NumPy view of the storage.
+Copies use NumPy as the kernel over a strided NumPy view of the storage; copies
+of CUDA memory are the CUDA driver's copy engine (``_C.cuda_clone``,
+``_C.cuda_copy``, in ``cdefs/interop/cuda.c``).
 """
 
 from __future__ import annotations
 
 import builtins
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
 import numpy as np
@@ -252,13 +254,14 @@ class Tensor(_C.TensorBase):
 
     def _clone_slow(self, memory_format: memory_format | None = None) -> Tensor:
         """clone() of what the C path does not copy in one memcpy: other layouts
-        (NumPy), device memory (the device's kernel, CuPy for CUDA). None is
-        preserve_format, as in torch."""
+        (NumPy), CUDA memory (the CUDA driver's copy engine, ``_C.cuda_clone``).
+        None is preserve_format, as in torch."""
         if memory_format is None:
             memory_format = preserve_format
         strides = _layout_strides(self._shape, self._strides, memory_format)
         if not self._storage._host_accessible:
-            copied: Tensor = _device_kernel(self, "clone")(self, strides)
+            _check_copyable(self, "clone")
+            copied: Tensor = _C.cuda_clone(self, strides)
             return copied
         out = _empty(self._shape, self._dtype, strides)
         np.copyto(out._np_view(bits=True), self._np_view(bits=True))
@@ -274,10 +277,17 @@ class Tensor(_C.TensorBase):
 
     def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
         """Copy ``src`` (tensor, array, nested list or scalar; broadcast to this
-        shape and cast to this dtype as PyTorch casts) into this tensor in place."""
+        shape and cast to this dtype as PyTorch casts) into this tensor in place.
+
+        When either side is CUDA memory the CUDA driver's copy engine moves the
+        bytes (ordered on :func:`bridge.cuda_stream`'s stream; complete on
+        return when host memory is involved); a dtype cast, or a value that is
+        not a tensor, goes through host memory, where NumPy casts. RuntimeError
+        without a CUDA driver, when a driver call fails, and for other devices
+        the host cannot read."""
         self._check_writable()
         if not self._storage._host_accessible or (isinstance(src, Tensor) and not src._storage._host_accessible):
-            _device_kernel(self if not self._storage._host_accessible else src, "copy_")(self, src)
+            self._device_copy_(src)
             return self
         if isinstance(src, Tensor) and src._dtype is self._dtype:
             dst_np = self._np_view(bits=True)
@@ -286,6 +296,27 @@ class Tensor(_C.TensorBase):
         value = _as_numpy_operand(src)
         np.copyto(self._np_view(), _broadcast_for(value, self._shape), casting="unsafe")
         return self
+
+    def _device_copy_(self, src: Any) -> None:
+        """copy_() where this tensor or ``src`` is device memory: one dtype is
+        one engine copy (``_C.cuda_copy`` broadcasts); a cast or a Python value
+        comes through host memory."""
+        _check_copyable(self, "copy_")
+        if isinstance(src, Tensor):
+            _check_copyable(src, "copy_")
+            if src._dtype is self._dtype:
+                _C.cuda_copy(self, src)
+                return
+            if not src._storage._host_accessible:
+                host = _empty(src._shape, src._dtype)
+                _C.cuda_copy(host, src)
+                src = host
+        if self._storage._host_accessible:
+            self.copy_(src)
+            return
+        staged = _empty(self._shape, self._dtype)
+        staged.copy_(src)
+        _C.cuda_copy(self, staged)
 
     def fill_(self, value: Any) -> Tensor:
         """Set every element to the scalar ``value`` in place."""
@@ -439,13 +470,14 @@ class Tensor(_C.TensorBase):
 
         bfloat16 and float8 need ml_dtypes (TypeError naming it when missing).
         ``force=True`` returns a copy for memory the host cannot read directly
-        (through the device's copy kernel: CuPy for CUDA). Raises TypeError for
-        non-host tensors without ``force``, and BufferError for a view that
-        reaches past its storage."""
+        (CUDA memory, through the CUDA driver's copy engine; RuntimeError for
+        other devices). Raises TypeError for non-host tensors without
+        ``force``, and BufferError for a view that reaches past its storage."""
         if not self._storage._host_accessible:
             if force:
+                _check_copyable(self, "numpy")
                 host = _empty(self._shape, self._dtype)
-                _device_kernel(self, "copy_")(host, self)
+                _C.cuda_copy(host, self)
                 return host._np_view()
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy; its memory is not "
@@ -527,19 +559,15 @@ for _name in ("getitem_slow", "setitem_slow", "item_slow", "tolist_slow", "clone
 # ---------------------------------------------------------------- helpers
 
 
-def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
-    dev = t.device
-    # Copy kernels for memory the host cannot touch are up-calls the interop
-    # module that knows a library for it registers (bridge.interop.cuda: CuPy).
-    name = f"{dev.type}_{op.rstrip('_')}"
-    kernel: Callable[..., Any] | None = upcall(name) if name in _C.UPCALLS else None
-    if kernel is None:
+def _check_copyable(t: Tensor, op: str) -> None:
+    """RuntimeError unless bridge can copy ``t``'s memory: host memory, or CUDA
+    memory through the CUDA driver's copy engine (bridge launches no kernels
+    and knows no other device's copy functions)."""
+    if not t._storage._host_accessible and not t.is_cuda:
         raise RuntimeError(
-            f"{op}() of {dev} memory needs a library that can copy it on the device "
-            f"(for CUDA: CuPy, `pip install cupy-cuda12x`); bridge never reads device memory "
-            "on the host"
+            f"{op}() of {t.device} memory is not supported: bridge copies device memory only on CUDA "
+            "(through the CUDA driver's copy engine) and never reads device memory on the host"
         )
-    return kernel
 
 
 def _as_numpy_operand(value: Any) -> Any:

@@ -23,7 +23,12 @@ int bridge_cuda_init(PyObject *mod);
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
-/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
+/* dst[...] = src (broadcast; one dtype; each side CUDA or host memory, one of
+ * them CUDA) by the copy engine, the one way bridge copies CUDA memory;
+ * `exc` for a missing driver or a failed driver call. */
+int bridge_cuda_copy(TensorObject *dst, TensorObject *src, PyObject *exc);
+/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (the
+ * view's byte span in one call, strides kept; BufferError). */
 PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
 
 /* Methods and slots the protocol files add to TensorBase (module.c hands
