@@ -73,7 +73,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # drives the CUDA copy engine against a fake driver in subprocesses, which
 # inherit the preload and import this build.
 SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
-  tests/core/test_geometry_property.py \
+  tests/core/test_geometry_property.py tests/core/test_copy_kernel.py \
   tests/core/test_storage.py tests/core/test_races.py tests/interop/test_dlpack.py \
   tests/interop/test_array_interface.py tests/interop/test_arrow_export.py \
   tests/interop/test_arrow_import.py tests/interop/test_arrow_pyarrow.py \

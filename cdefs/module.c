@@ -17,7 +17,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
   static const char *keys[STAT_COUNT] = {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
       "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
-      "api_exports", "api_imports"};
+      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
@@ -32,7 +32,8 @@ static PyMethodDef core_functions[] = {
      "stats()\n--\n\nCounters kept in C: DLPack exports and their deleters run, imports and their "
      "guards released, test-deleter calls, the same for Arrow, and the DLPack exchanges that went through the C "
      "exchange API (api_exports: a consumer read a bridge tensor through it; api_imports: bridge "
-     "read a producer's)."},
+     "read a producer's), and the copy kernel's worker threads started, overlapping copies staged "
+     "through a tile-sized buffer and those that needed a temporary of the whole source."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -67,7 +68,7 @@ static int init_modules(void) {
            PyModule_AddIntConstant(core, "MAX_NDIM", BRIDGE_MAX_NDIM) < 0 ||
            PyModule_AddIntConstant(core, "ALIGNMENT", BRIDGE_ALIGNMENT) < 0 ||
            bridge_upcalls_init(core) < 0 || bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 ||
-           bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 ||
+           bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 || bridge_copy_init(core) < 0 ||
            bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||
            bridge_cuda_init(core) < 0 ||

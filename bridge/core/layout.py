@@ -1,7 +1,8 @@
 """Memory layouts and fresh tensors: ``memory_format`` and its four values
 (``torch.memory_format``), the strides each layout gives a shape, and the
 allocation of a new tensor in memory bridge owns (the one place a tensor over
-fresh memory is made, for the factories, copies and Arrow concatenation)."""
+fresh memory is made, for the factories, copies and Arrow concatenation), and
+the copy of a NumPy array's values into a tensor."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bridge.core import strides as S
-from bridge.core.dtypes import dtype
+from bridge.core.dtypes import dtype, from_numpy_dtype
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 
@@ -79,5 +80,19 @@ def _empty(shape: tuple[_Int, ...], dt: dtype, strides: tuple[_Int, ...] | None 
 
 def _from_numpy_copy(arr: np.ndarray[Any, Any], dt: dtype) -> Tensor:
     out = _empty(arr.shape, dt)
-    np.copyto(out._np_view(), arr, casting="unsafe")
+    _copy_from_array(out, arr)
     return out
+
+
+def _copy_from_array(out: Tensor, arr: np.ndarray[Any, Any]) -> None:
+    """``arr``'s values into ``out``, broadcast to its shape and cast to its
+    dtype: the copy kernel over ``arr``'s memory when it holds a bridge dtype,
+    else NumPy's conversion (object and string arrays, casts C leaves to
+    NumPy). ValueError when the shapes do not broadcast."""
+    try:
+        src = _C.from_memory(arr.__array_interface__["data"][0], from_numpy_dtype(arr.dtype), arr.shape,
+                             arr.strides, arr, not arr.flags.writeable, (1, 0))  # fmt: skip
+    except (TypeError, ValueError):  # no bridge dtype, or strides bridge cannot express
+        src = None
+    if src is None or not _C.copy_into(out, src):
+        np.copyto(out._np_view(), np.broadcast_to(arr, out.shape), casting="unsafe")

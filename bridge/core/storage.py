@@ -248,18 +248,24 @@ class UntypedStorage(_C.StorageBase):
         if not isinstance(src, UntypedStorage):
             raise TypeError(f"copy_() expects an UntypedStorage, got {type(src).__name__}")
         self._check_writable()
-        dst_arr, src_arr = self._host_array(), src._host_array()
-        if src_arr.size != dst_arr.size:
-            raise ValueError(f"copy_(): size mismatch, {src_arr.size} bytes into {dst_arr.size}")
-        np.copyto(dst_arr, src_arr)
+        dst, source = self._bytes(), src._bytes()
+        if source.numel() != dst.numel():
+            raise ValueError(f"copy_(): size mismatch, {source.numel()} bytes into {dst.numel()}")
+        _C.copy_into(dst, source)  # overlapping storages too, as if through a temporary
         return self
 
     def clone(self) -> UntypedStorage:
         """A new, resizable CPU storage holding a copy of the bytes."""
-        src = self._host_array()
-        out = UntypedStorage(src.size)
-        np.copyto(out._host_array(), src)
+        src = self._bytes()
+        out = UntypedStorage(src.numel())
+        _C.copy_into(out._bytes(), src)
         return out
+
+    def _bytes(self) -> Any:
+        """The bytes as a 1-d uint8 tensor (what the copy kernel copies); RuntimeError off the host."""
+        if not self._host_accessible:
+            raise RuntimeError(f"storage on {self.device} cannot be read or written from the host")
+        return _C.make_tensor(self, _dtypes.uint8, (self.nbytes(),), (1,), 0)
 
     def cpu(self) -> UntypedStorage:
         """This storage when it is on the CPU; RuntimeError otherwise."""

@@ -6,9 +6,12 @@ class adds the methods written in Python. The everyday view ops, ``item``,
 ``tolist``, scalar stores and dense clones are C methods of the base; what they
 do not cover comes back here (the ``_*_slow`` methods, registered as up-calls). Views computed here use
 the pure functions of :mod:`bridge.core.strides` and the one C constructor.
-Copies use NumPy as the kernel over a strided NumPy view of the storage; copies
-of CUDA memory are the CUDA driver's copy engine (``_C.cuda_clone``,
-``_C.cuda_copy``, in ``cdefs/interop/cuda.c``).
+Copies of host memory go through the one strided-copy kernel in C
+(``_C.copy_into``, ``cdefs/core/copy.c``); NumPy converts only what C leaves to
+it (casts to and from float8/6/4, complex to real, floats outside an integer
+type's range, and values that are not tensors). Copies of CUDA memory are the
+CUDA driver's copy engine (``_C.cuda_clone``, ``_C.cuda_copy``, in
+``cdefs/interop/cuda.c``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from bridge.core import tensor_ops as _ops
 from bridge.core.device import device, is_device_like
 from bridge.core.dtypes import DType, dtype
 from bridge.core.layout import (
+    _copy_from_array,
     _empty,
     _from_numpy_copy,
     _layout_strides,
@@ -253,9 +257,10 @@ class Tensor(_C.TensorBase):
         return arr
 
     def _clone_slow(self, memory_format: memory_format | None = None) -> Tensor:
-        """clone() of what the C path does not copy in one memcpy: other layouts
-        (NumPy), CUDA memory (the CUDA driver's copy engine, ``_C.cuda_clone``).
-        None is preserve_format, as in torch."""
+        """clone() of what the C method does not take itself: other memory
+        formats and preserve_format of non-dense tensors (the copy kernel, into
+        strides worked out here), CUDA memory (the CUDA driver's copy engine,
+        ``_C.cuda_clone``). None is preserve_format, as in torch."""
         if memory_format is None:
             memory_format = preserve_format
         strides = _layout_strides(self._shape, self._strides, memory_format)
@@ -264,7 +269,7 @@ class Tensor(_C.TensorBase):
             copied: Tensor = _C.cuda_clone(self, strides)
             return copied
         out = _empty(self._shape, self._dtype, strides)
-        np.copyto(out._np_view(bits=True), self._np_view(bits=True))
+        _C.copy_into(out, self)  # same dtype: C always does it
         return out
 
     def contiguous(self, memory_format: memory_format = contiguous_format) -> Tensor:
@@ -289,12 +294,18 @@ class Tensor(_C.TensorBase):
         if not self._storage._host_accessible or (isinstance(src, Tensor) and not src._storage._host_accessible):
             self._device_copy_(src)
             return self
-        if isinstance(src, Tensor) and src._dtype is self._dtype:
-            dst_np = self._np_view(bits=True)
-            np.copyto(dst_np, _broadcast_for(src._np_view(bits=True), self._shape), casting="no")
+        if isinstance(src, Tensor):
+            if _C.copy_into(self, src):
+                return self
+            # a cast C leaves to NumPy, which reads the source while it writes:
+            # a source sharing memory with this tensor is copied first
+            if _shares_memory(self, src):
+                src = src.clone()
+            np.copyto(self._np_view(), _broadcast_for(src._np_view(), self._shape), casting="unsafe")
             return self
-        value = _as_numpy_operand(src)
-        np.copyto(self._np_view(), _broadcast_for(value, self._shape), casting="unsafe")
+        value = np.asarray(src)  # a NumPy array, nested lists or a scalar
+        _broadcast_for(value, self._shape)  # torch's error for shapes that do not broadcast
+        _copy_from_array(self, value)
         return self
 
     def _device_copy_(self, src: Any) -> None:
@@ -363,7 +374,8 @@ class Tensor(_C.TensorBase):
         if dt is self._dtype:
             return self.clone()
         out = _empty(self._shape, dt, _layout_strides(self._shape, self._strides, preserve_format))
-        np.copyto(out._np_view(), self._np_view(), casting="unsafe")
+        if not _C.copy_into(out, self):  # a cast C leaves to NumPy
+            np.copyto(out._np_view(), self._np_view(), casting="unsafe")
         return out
 
     @overload
@@ -568,6 +580,13 @@ def _check_copyable(t: Tensor, op: str) -> None:
             f"{op}() of {t.device} memory is not supported: bridge copies device memory only on CUDA "
             "(through the CUDA driver's copy engine) and never reads device memory on the host"
         )
+
+
+def _shares_memory(a: Tensor, b: Tensor) -> _Bool:
+    """Whether the storages of two tensors have bytes in common."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    pa, pb = sa.data_ptr(), sb.data_ptr()
+    return pa < pb + sb.nbytes() and pb < pa + sa.nbytes()
 
 
 def _as_numpy_operand(value: Any) -> Any:

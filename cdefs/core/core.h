@@ -8,7 +8,8 @@
  * Reading order of cdefs/ (its folders mirror bridge/): dlpack.h,
  * arrow_c_data.h (the ABIs), bridge.h (the cffi surface), then core/: this
  * file, upcalls.h, upcalls.c (the one way C calls Python), memory.c, dtype.c, storage.c, geometry.c, tensor.c, views.h, views.c,
- * indexing.c, values.c (the core objects); interop/: interop.h,
+ * indexing.c, values.c (the core objects), copy.h, copy.c, casts.c (the one
+ * strided-copy kernel and the conversions of casts); interop/: interop.h,
  * dlpack_export.c, dlpack_import.c, exchange_api.c, numpy.c, arrow_export.c,
  * arrow_import.c (one file per protocol direction), cuda.c (stream ordering
  * and copies through the CUDA driver); module.c (the modules bridge._C and
@@ -238,7 +239,8 @@ void bridge_py_leave(bridge_py_entry *e);
 enum {
   STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
   STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
-  STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COUNT
+  STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COPY_THREADS, STAT_COPY_STAGED, STAT_COPY_TEMPORARIES,
+  STAT_COUNT
 };
 extern uint64_t bridge_stats_counters[STAT_COUNT];
 #define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)
@@ -247,11 +249,17 @@ extern uint64_t bridge_stats_counters[STAT_COUNT];
  * the block without releasing the GIL. */
 PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
 
+/* The one strided-copy kernel (copy.c): src's elements into dst's, src
+ * broadcast to dst's shape and cast to its dtype, overlap handled. 1 done, 0
+ * a cast C leaves to NumPy (dst's contents then unspecified), -1 error. */
+int bridge_copy_tensor(TensorObject *dst, TensorObject *src);
+
 /* Module-init hooks of the core files: each adds its functions to `mod`
  * (called by module.c, which joins the layers). */
 int bridge_values_init(PyObject *mod);
 int bridge_geometry_init(PyObject *mod);
 int bridge_indexing_init(PyObject *mod);
+int bridge_copy_init(PyObject *mod);
 
 /* Methods the core files add to TensorBase (assembled in tensor.c). */
 extern PyMethodDef bridge_view_methods[], bridge_value_methods[];

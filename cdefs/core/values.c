@@ -1,8 +1,8 @@
 /* Values in and out of host memory in C: item(), tolist(), scalar stores
- * (t[i, j] = 1.0), dense clones (one memcpy) and fresh allocations. The
- * conversions follow NumPy's (NumPy is the copy kernel of the Python layer,
- * and what is not handled here goes there: ml_dtypes types, casts NumPy
- * defines differently from C, non-dense copies). */
+ * (t[i, j] = 1.0), clones (dense: one memcpy; other layouts: the copy
+ * kernel of copy.c) and fresh allocations. The conversions follow NumPy's;
+ * what is not handled here goes to the Python class (ml_dtypes types, casts
+ * NumPy defines differently from C). */
 
 #include "core.h"
 
@@ -206,22 +206,36 @@ int bridge_store_scalar(TensorObject *t, char *addr, PyObject *value) {
 
 /* -------------------------------------------------------------- copies */
 
-/* clone(memory_format=None): dense host tensors are one memcpy
- * into fresh memory with the same strides; everything else is the Python
- * class's (_clone_slow: NumPy as the kernel, CuPy on CUDA). */
+/* clone(memory_format=None | contiguous_format) of host memory: a dense
+ * tensor is one memcpy into fresh memory with the same strides; any other
+ * layout asked for contiguous_format goes through the copy kernel (copy.c)
+ * into fresh contiguous memory. Other formats, preserve_format of a
+ * non-dense tensor and device memory are the Python class's (_clone_slow). */
 static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  /* memory_format: None (preserve: a dense layout is kept as it is) or
-   * contiguous_format (a C-contiguous tensor is already in it): one memcpy */
   PyObject *format = nargs + nkw == 1 ? args[0] : Py_None;
-  int fast = nargs + nkw == 0 ||
-             (nargs + nkw == 1 && (nkw == 0 || PyUnicode_CompareWithASCIIString(
-                                                     PyTuple_GET_ITEM(kwnames, 0), "memory_format") == 0) &&
-              (format == Py_None || (format == bridge_upcall_peek(UP_CONTIGUOUS_FORMAT) && format != NULL &&
-                                     bridge_is_contiguous(t->ndim, t->shape, t->strides))));
-  if (!fast || !bridge_host_accessible(t->storage->dev_type) ||
-      !bridge_is_non_overlapping_and_dense(t->ndim, t->shape, t->strides)) {
+  int named = nargs + nkw == 0 ||
+              (nargs + nkw == 1 &&
+               (nkw == 0 || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "memory_format") == 0));
+  PyObject *contiguous = bridge_upcall_peek(UP_CONTIGUOUS_FORMAT);
+  int to_contiguous = named && format != Py_None && format == contiguous && contiguous != NULL;
+  int dense = bridge_is_non_overlapping_and_dense(t->ndim, t->shape, t->strides);
+  int host = bridge_host_accessible(t->storage->dev_type);
+  if (host && to_contiguous && !bridge_is_contiguous(t->ndim, t->shape, t->strides)) {
+    if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;
+    int64_t strides[BRIDGE_MAX_NDIM], numel = bridge_numel(t), nbytes;
+    if (__builtin_mul_overflow(numel, (int64_t)t->dtype->itemsize, &nbytes))
+      return PyErr_NoMemory(); /* unreachable: the view lies in a storage */
+    StorageObject *s = bridge_storage_alloc(nbytes, 0);
+    if (s == NULL) return NULL;
+    bridge_contiguous_strides(t->ndim, t->shape, strides);
+    PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, strides, 0, GEOM_DERIVED);
+    Py_DECREF(s);
+    if (out != NULL && bridge_copy_tensor((TensorObject *)out, t) < 0) Py_CLEAR(out);
+    return out;
+  }
+  if (!host || !dense || !named || (format != Py_None && !to_contiguous)) {
     /* (tensor, *args, **kwargs): the tensor goes in front of the arguments */
     PyObject *fn = bridge_upcall(UP_CLONE_SLOW);
     if (fn == NULL) return NULL;
@@ -233,14 +247,19 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
     PyMem_Free(stack);
     return r;
   }
+  /* dense (and C-contiguous when contiguous_format was asked): the bytes it spans, as they are */
   if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;
   int64_t isz = t->dtype->itemsize, n = t->hi - t->lo;
   StorageObject *s = bridge_storage_alloc(n * isz, 0);
   if (s == NULL) return NULL;
-  if (n) memcpy(s->data, t->storage->data + t->lo * isz, (size_t)(n * isz));
+  /* a small one is one memcpy here; a large one is the kernel's (without
+   * the GIL, split between threads) */
+  int small = n * isz < (1 << 20);
+  if (n && small) memcpy(s->data, t->storage->data + t->lo * isz, (size_t)(n * isz));
   PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, t->strides,
                                     n ? t->offset - t->lo : 0, GEOM_DERIVED);
   Py_DECREF(s);
+  if (out != NULL && !small && bridge_copy_tensor((TensorObject *)out, t) < 0) Py_CLEAR(out);
   return out;
 }
 

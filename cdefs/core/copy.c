@@ -1,0 +1,751 @@
+/* The one strided-copy kernel: every copy bridge makes of host memory
+ * (contiguous(), clone(), copy_(), to(dtype), the compact copies before
+ * pickling and Arrow IPC, DLPack's copy=True) moves its bytes here.
+ *
+ * A copy is dst[i] = src[i] for every index i of dst's shape, src broadcast
+ * to it, any byte strides on either side (negative, zero, overlapping), any
+ * element size (1 to 16 bytes), any number of dims. The geometry is first
+ * normalised (copy_geom): size-1 dims dropped, dims where dst runs backwards
+ * flipped on both sides, dims ordered by dst stride and merged where both
+ * sides step evenly across them, so a contiguous copy is one dim and one
+ * memcpy. Then two dims are chosen: J, dst's fastest, and K, src's fastest
+ * other dim when it beats J (a transposing copy), else the next dim of dst.
+ * The copy walks dst in 2-d tiles over (K, J), small enough for both sides'
+ * lines to stay in the L1 cache, tile after tile in dst's address order
+ * (plan_copy); each tile is rows of memcpy, a SIMD transpose, or an element
+ * loop (move_tile). A cast converts each tile's rows (casts.c) after
+ * gathering them in a tile-sized scratch buffer. Large copies are split
+ * between threads (each a range of tiles) and run without the GIL.
+ *
+ * A dst whose bytes meet src's (copy_ between views of one storage) is
+ * detected from the two byte ranges and copied in runs staged through a
+ * tile-sized buffer, in an order (forward, or backward) checked beforehand
+ * to never overwrite bytes a later run still reads; when neither order is
+ * safe (an in-place transpose or reversal), src is first copied whole into
+ * a temporary, as NumPy does. */
+
+#include "copy.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#define MAXD BRIDGE_MAX_NDIM
+/* Scratch of one thread: a tile of source elements gathered for a cast, and
+ * the runs an overlapping copy stages. */
+#define TILE_BYTES 16384
+/* Bytes of a tile of whole rows (a plain copy needs no scratch). */
+#define ROW_TILE_BYTES (256 << 10)
+
+static inline int mul_ovf(int64_t a, int64_t b, int64_t *out) { return __builtin_mul_overflow(a, b, out); }
+static inline int add_ovf(int64_t a, int64_t b, int64_t *out) { return __builtin_add_overflow(a, b, out); }
+static inline uint64_t uabs(int64_t v) { return v < 0 ? -(uint64_t)v : (uint64_t)v; }
+
+/* ------------------------------------------------------------ geometry */
+
+typedef struct {
+  int nd;
+  int64_t n[MAXD], d[MAXD], s[MAXD]; /* sizes (>= 2) and byte strides, dst's >= 1 */
+  char *dst;
+  const char *src;
+  int disz, sisz;
+} copy_geom;
+
+/* Normalise a copy whose strides are in elements: 0 ready, 1 nothing to copy
+ * (an empty shape), -1 a byte stride or offset overflows int64. A dim where
+ * dst has stride 0 (dst writes one place many times) keeps its last write,
+ * as an element loop in index order would. */
+static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
+                     const int64_t *dstr, const int64_t *sstr, int disz, int sisz) {
+  g->nd = 0;
+  g->dst = dst;
+  g->src = src;
+  g->disz = disz;
+  g->sisz = sisz;
+  for (int i = 0; i < nd; i++)
+    if (shape[i] == 0) return 1;
+  for (int i = 0; i < nd; i++) {
+    if (shape[i] == 1) continue;
+    int64_t db, sb, last = shape[i] - 1, dd, sd;
+    if (mul_ovf(dstr[i], disz, &db) || mul_ovf(sstr[i], sisz, &sb) || mul_ovf(last, db, &dd) ||
+        mul_ovf(last, sb, &sd))
+      return -1;
+    if (db < 0) { /* walk this dim from its other end on both sides */
+      g->dst += dd;
+      g->src += sd;
+      db = -db;
+      sb = -sb;
+    }
+    if (db == 0) {
+      g->src += sb == 0 ? 0 : sd;
+      continue;
+    }
+    g->n[g->nd] = shape[i];
+    g->d[g->nd] = db;
+    g->s[g->nd] = sb;
+    g->nd++;
+  }
+  /* outermost first: by dst stride, then by |src stride| (insertion sort: few dims) */
+  for (int i = 1; i < g->nd; i++) {
+    int64_t n = g->n[i], d = g->d[i], s = g->s[i];
+    int j = i - 1;
+    while (j >= 0 && (g->d[j] < d || (g->d[j] == d && uabs(g->s[j]) < uabs(s)))) {
+      g->n[j + 1] = g->n[j], g->d[j + 1] = g->d[j], g->s[j + 1] = g->s[j];
+      j--;
+    }
+    g->n[j + 1] = n, g->d[j + 1] = d, g->s[j + 1] = s;
+  }
+  /* merge an outer dim into the inner one where both sides step evenly across */
+  if (g->nd > 1) {
+    int w = g->nd - 1;
+    for (int i = g->nd - 2; i >= 0; i--) {
+      int64_t dn, sn;
+      if (!mul_ovf(g->d[w], g->n[w], &dn) && !mul_ovf(g->s[w], g->n[w], &sn) && dn == g->d[i] &&
+          sn == g->s[i]) {
+        g->n[w] *= g->n[i]; /* a product of sizes: at most the element count */
+      } else {
+        w--;
+        g->n[w] = g->n[i], g->d[w] = g->d[i], g->s[w] = g->s[i];
+      }
+    }
+    int kept = g->nd - w;
+    memmove(g->n, g->n + w, kept * sizeof(int64_t));
+    memmove(g->d, g->d + w, kept * sizeof(int64_t));
+    memmove(g->s, g->s + w, kept * sizeof(int64_t));
+    g->nd = kept;
+  }
+  return 0;
+}
+
+/* [lo, hi) byte addresses each side reaches. */
+static void geom_span(const copy_geom *g, uintptr_t *dlo, uintptr_t *dhi, uintptr_t *slo,
+                      uintptr_t *shi) {
+  uintptr_t dl = (uintptr_t)g->dst, dh = dl, sl = (uintptr_t)g->src, sh = sl;
+  for (int i = 0; i < g->nd; i++) {
+    int64_t sd = g->s[i] * (g->n[i] - 1); /* checked in geom_init */
+    dh += (uintptr_t)(g->d[i] * (g->n[i] - 1));
+    if (sd < 0) sl -= uabs(sd);
+    else sh += (uintptr_t)sd;
+  }
+  *dlo = dl, *dhi = dh + g->disz, *slo = sl, *shi = sh + g->sisz;
+}
+
+/* --------------------------------------------------------------- tiles */
+
+/* Element loops, one per element size known at compile time. */
+#define ELEMS(N)                                                                                   \
+  for (int64_t k = 0; k < nk; k++) {                                                               \
+    char *dp = d + k * dK;                                                                         \
+    const char *sp = s + k * sK;                                                                   \
+    for (int64_t j = 0; j < nj; j++, dp += dJ, sp += sJ) memcpy(dp, sp, N);                        \
+  }
+
+static void move_elems(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t dJ,
+                       int64_t sK, int64_t sJ, int isz) {
+  switch (isz) {
+    case 1: ELEMS(1) break;
+    case 2: ELEMS(2) break;
+    case 4: ELEMS(4) break;
+    case 8: ELEMS(8) break;
+    case 16: ELEMS(16) break;
+    default: ELEMS(isz) break;
+  }
+}
+
+#if defined(__SSE2__)
+/* Transposing tiles: dst rows (along J) are contiguous, src is contiguous
+ * along K. Blocks of B x B elements are loaded as B src rows, transposed in
+ * registers and stored as B dst rows; the edges go element by element. */
+#define LD128(p) _mm_loadu_si128((const __m128i *)(p))
+#define ST128(p, v) _mm_storeu_si128((__m128i *)(p), (v))
+#define LD64(p) _mm_loadl_epi64((const __m128i *)(p))
+#define ST64(p, v) _mm_storel_epi64((__m128i *)(p), (v))
+
+static void block_4x4(char *d, const char *s, int64_t dK, int64_t sJ) {
+  __m128i r0 = LD128(s), r1 = LD128(s + sJ), r2 = LD128(s + 2 * sJ), r3 = LD128(s + 3 * sJ);
+  __m128i t0 = _mm_unpacklo_epi32(r0, r1), t1 = _mm_unpacklo_epi32(r2, r3);
+  __m128i t2 = _mm_unpackhi_epi32(r0, r1), t3 = _mm_unpackhi_epi32(r2, r3);
+  ST128(d, _mm_unpacklo_epi64(t0, t1));
+  ST128(d + dK, _mm_unpackhi_epi64(t0, t1));
+  ST128(d + 2 * dK, _mm_unpacklo_epi64(t2, t3));
+  ST128(d + 3 * dK, _mm_unpackhi_epi64(t2, t3));
+}
+
+static void block_2x2(char *d, const char *s, int64_t dK, int64_t sJ) {
+  __m128i r0 = LD128(s), r1 = LD128(s + sJ);
+  ST128(d, _mm_unpacklo_epi64(r0, r1));
+  ST128(d + dK, _mm_unpackhi_epi64(r0, r1));
+}
+
+static void block_8x8_16(char *d, const char *s, int64_t dK, int64_t sJ) {
+  __m128i r[8], a[8], b[8];
+  for (int i = 0; i < 8; i++) r[i] = LD128(s + i * sJ);
+  for (int i = 0; i < 4; i++) {
+    a[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+  }
+  /* a0..a3 hold rows 0-3, a4..a7 rows 4-7; even: k 0-3, odd: k 4-7 */
+  b[0] = _mm_unpacklo_epi32(a[0], a[2]), b[1] = _mm_unpackhi_epi32(a[0], a[2]);
+  b[2] = _mm_unpacklo_epi32(a[1], a[3]), b[3] = _mm_unpackhi_epi32(a[1], a[3]);
+  b[4] = _mm_unpacklo_epi32(a[4], a[6]), b[5] = _mm_unpackhi_epi32(a[4], a[6]);
+  b[6] = _mm_unpacklo_epi32(a[5], a[7]), b[7] = _mm_unpackhi_epi32(a[5], a[7]);
+  for (int i = 0; i < 4; i++) {
+    ST128(d + (2 * i) * dK, _mm_unpacklo_epi64(b[i], b[i + 4]));
+    ST128(d + (2 * i + 1) * dK, _mm_unpackhi_epi64(b[i], b[i + 4]));
+  }
+}
+
+static void block_8x8_8(char *d, const char *s, int64_t dK, int64_t sJ) {
+  __m128i r[8];
+  for (int i = 0; i < 8; i++) r[i] = LD64(s + i * sJ);
+  __m128i a0 = _mm_unpacklo_epi8(r[0], r[1]), a1 = _mm_unpacklo_epi8(r[2], r[3]);
+  __m128i a2 = _mm_unpacklo_epi8(r[4], r[5]), a3 = _mm_unpacklo_epi8(r[6], r[7]);
+  __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);
+  __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);
+  __m128i c[4] = {_mm_unpacklo_epi32(b0, b2), _mm_unpackhi_epi32(b0, b2), _mm_unpacklo_epi32(b1, b3),
+                  _mm_unpackhi_epi32(b1, b3)};
+  for (int i = 0; i < 4; i++) {
+    ST64(d + (2 * i) * dK, c[i]);
+    ST64(d + (2 * i + 1) * dK, _mm_unpackhi_epi64(c[i], c[i]));
+  }
+}
+
+typedef void (*block_fn)(char *d, const char *s, int64_t dK, int64_t sJ);
+
+static int transpose_tile(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t sJ,
+                          int isz) {
+  block_fn f;
+  int64_t B;
+  switch (isz) {
+    case 1: f = block_8x8_8, B = 8; break;
+    case 2: f = block_8x8_16, B = 8; break;
+    case 4: f = block_4x4, B = 4; break;
+    case 8: f = block_2x2, B = 2; break;
+    default: return 0;
+  }
+  int64_t kf = nk - nk % B, jf = nj - nj % B;
+  for (int64_t k = 0; k < kf; k += B)
+    for (int64_t j = 0; j < jf; j += B) f(d + k * dK + j * isz, s + j * sJ + k * isz, dK, sJ);
+  if (jf < nj) move_elems(d + jf * isz, s + jf * sJ, kf, nj - jf, dK, isz, isz, sJ, isz);
+  if (kf < nk) move_elems(d + kf * dK, s + kf * isz, nk - kf, nj, dK, isz, isz, sJ, isz);
+  return 1;
+}
+#endif
+
+/* One tile: nk rows along K of nj elements along J. */
+static void move_tile(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t dJ,
+                      int64_t sK, int64_t sJ, int isz) {
+  if (dJ == isz && sJ == isz) { /* rows contiguous on both sides */
+    size_t row = (size_t)(nj * isz);
+    for (int64_t k = 0; k < nk; k++) memcpy(d + k * dK, s + k * sK, row);
+    return;
+  }
+#if defined(__SSE2__)
+  if (dJ == isz && sK == isz && transpose_tile(d, s, nk, nj, dK, sJ, isz)) return;
+#endif
+  move_elems(d, s, nk, nj, dK, dJ, sK, sJ, isz);
+}
+
+/* ---------------------------------------------------------------- plan */
+
+typedef struct {
+  copy_geom g;
+  const bridge_cast *cast; /* NULL: the bytes move as they are */
+  int64_t NK, NJ, TK, TJ;  /* sizes of the tile dims, and of a tile */
+  int64_t dK, dJ, sK, sJ;  /* their byte strides */
+  int m;                   /* iteration dims (the other dims and the tile steps), outer first */
+  int64_t it_n[MAXD], it_d[MAXD], it_s[MAXD], wrap_d[MAXD], wrap_s[MAXD];
+  int kb, jb;    /* the iteration dims stepping from tile to tile (-1: one tile spans it) */
+  int64_t work;  /* tiles */
+  int transpose; /* K is src's fastest dim, not dst's next */
+  int stage;
+} copy_plan;
+
+/* Tile edge for transposing copies: a tile of each side fills part of the
+ * L1 cache (64 x 64 four-byte elements: 16 KiB a side). */
+static int64_t transpose_edge(int isz) { return isz <= 4 ? 64 : 32; }
+
+/* Choose the tile dims and the order of the tiles; -1 when a step overflows. */
+static int plan_copy(copy_plan *p) {
+  copy_geom *g = &p->g;
+  while (g->nd < 2) { /* pad to two dims with size-1 ones */
+    memmove(g->n + 1, g->n, g->nd * sizeof(int64_t));
+    memmove(g->d + 1, g->d, g->nd * sizeof(int64_t));
+    memmove(g->s + 1, g->s, g->nd * sizeof(int64_t));
+    g->n[0] = 1, g->d[0] = 0, g->s[0] = 0;
+    g->nd++;
+  }
+  int nd = g->nd, J = nd - 1, K = -1;
+  int isz = g->disz > g->sisz ? g->disz : g->sisz;
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < J; i++)
+    if (g->n[i] > 1 && uabs(g->s[i]) <= best) best = uabs(g->s[i]), K = i;
+  int transpose = K >= 0 && best < uabs(g->s[J]);
+  if (!transpose) K = nd - 2;
+  p->transpose = transpose;
+  p->stage = 1;
+#ifdef BRIDGE_COPY_TUNING
+  if (getenv("BRIDGE_STAGE")) p->stage = atoi(getenv("BRIDGE_STAGE"));
+#endif
+  p->NK = g->n[K], p->NJ = g->n[J];
+  p->dK = g->d[K], p->dJ = g->d[J], p->sK = g->s[K], p->sJ = g->s[J];
+  if (transpose) {
+    int64_t e = transpose_edge(isz), ek = e, ej = e;
+#ifdef BRIDGE_COPY_TUNING /* a build for measuring tile shapes */
+    if (getenv("BRIDGE_TK")) ek = atoi(getenv("BRIDGE_TK"));
+    if (getenv("BRIDGE_TJ")) ej = atoi(getenv("BRIDGE_TJ"));
+#endif
+    p->TK = p->NK < ek ? p->NK : ek;
+    p->TJ = p->NJ < ej ? p->NJ : ej;
+  } else {
+    /* rows: a cast converts at most a scratch buffer of them at a time; a
+     * plain copy takes larger tiles, small enough to share between threads */
+    int64_t cap = (p->cast == NULL ? ROW_TILE_BYTES : TILE_BYTES) / isz;
+    p->TJ = p->NJ < cap ? p->NJ : cap;
+    int64_t rows = cap / p->TJ;
+    p->TK = p->NK < rows ? p->NK : rows < 1 ? 1 : rows;
+  }
+  /* the iteration dims, outer first by dst stride: tiles follow dst's addresses */
+  int m = 0, tag[MAXD];
+  for (int i = 0; i < nd; i++) {
+    int64_t n = g->n[i], ds = g->d[i], ss = g->s[i];
+    if (i == K || i == J) {
+      int64_t t = i == K ? p->TK : p->TJ;
+      n = (n + t - 1) / t;
+      if (mul_ovf(ds, t, &ds) || mul_ovf(ss, t, &ss)) return -1;
+    }
+    if (n == 1) continue;
+    p->it_n[m] = n, p->it_d[m] = ds, p->it_s[m] = ss;
+    tag[m] = i == K ? 1 : i == J ? 2 : 0;
+    m++;
+  }
+  for (int i = 1; i < m; i++) {
+    int64_t n = p->it_n[i], ds = p->it_d[i], ss = p->it_s[i];
+    int t = tag[i], j = i - 1;
+    while (j >= 0 && p->it_d[j] < ds) {
+      p->it_n[j + 1] = p->it_n[j], p->it_d[j + 1] = p->it_d[j], p->it_s[j + 1] = p->it_s[j];
+      tag[j + 1] = tag[j];
+      j--;
+    }
+    p->it_n[j + 1] = n, p->it_d[j + 1] = ds, p->it_s[j + 1] = ss, tag[j + 1] = t;
+  }
+  p->m = m;
+  p->kb = p->jb = -1;
+  p->work = 1;
+  for (int i = 0; i < m; i++) {
+    if (tag[i] == 1) p->kb = i;
+    if (tag[i] == 2) p->jb = i;
+    if (mul_ovf(p->it_d[i], p->it_n[i], &p->wrap_d[i]) || mul_ovf(p->it_s[i], p->it_n[i], &p->wrap_s[i]))
+      return -1;
+    p->work *= p->it_n[i]; /* at most the element count */
+  }
+  return 0;
+}
+
+/* A transposing tile through the scratch buffer: src's rows (along K)
+ * copied or converted into scratch rows, then transposed into dst. */
+static int transpose_staged(const copy_plan *p, char *d, const char *s, int64_t nk, int64_t nj,
+                            char *scratch) {
+  int disz = p->g.disz, sisz = p->g.sisz, bad = 0;
+  int64_t pitch = ((nk * disz + 63) & ~(int64_t)63) + 64;
+  for (int64_t j = 0; j < nj; j++) {
+    const char *row = s + j * p->sJ;
+    char *out = scratch + j * pitch;
+    if (p->cast == NULL) {
+      if (p->sK == sisz) memcpy(out, row, (size_t)(nk * sisz));
+      else move_elems(out, row, 1, nk, 0, sisz, 0, p->sK, sisz);
+    } else if (p->sK == sisz) {
+      bad |= bridge_cast_run(p->cast, row, out, nk, disz);
+    } else {
+      char tmp[1024] __attribute__((aligned(64)));
+      move_elems(tmp, row, 1, nk, 0, sisz, 0, p->sK, sisz);
+      bad |= bridge_cast_run(p->cast, tmp, out, nk, disz);
+    }
+  }
+  move_tile(d, scratch, nk, nj, p->dK, p->dJ, disz, pitch, disz);
+  return bad;
+}
+
+/* One tile of the plan; 1 when a cast met an element it leaves to NumPy. */
+static int do_tile(const copy_plan *p, char *d, const char *s, int64_t nk, int64_t nj, char *scratch) {
+  int sisz = p->g.sisz, bad = 0;
+  if (p->transpose && p->stage) return transpose_staged(p, d, s, nk, nj, scratch);
+  if (p->cast == NULL) {
+    move_tile(d, s, nk, nj, p->dK, p->dJ, p->sK, p->sJ, sisz);
+    return 0;
+  }
+  if (p->sJ == sisz) { /* src rows contiguous: convert them where they are */
+    for (int64_t k = 0; k < nk; k++) bad |= bridge_cast_run(p->cast, s + k * p->sK, d + k * p->dK, nj, p->dJ);
+    return bad;
+  }
+  move_tile(scratch, s, nk, nj, nj * sisz, sisz, p->sK, p->sJ, sisz);
+  for (int64_t k = 0; k < nk; k++)
+    bad |= bridge_cast_run(p->cast, scratch + k * nj * sisz, d + k * p->dK, nj, p->dJ);
+  return bad;
+}
+
+/* Tiles [w0, w1) of the plan, in order. */
+static int run_tiles(const copy_plan *p, int64_t w0, int64_t w1) {
+  char scratch[4 * TILE_BYTES] __attribute__((aligned(64)));
+  int64_t idx[MAXD], doff = 0, soff = 0, rest = w0;
+  int bad = 0;
+  for (int q = p->m - 1; q >= 0; q--) {
+    idx[q] = rest % p->it_n[q];
+    rest /= p->it_n[q];
+    doff += idx[q] * p->it_d[q];
+    soff += idx[q] * p->it_s[q];
+  }
+  for (int64_t w = w0; w < w1; w++) {
+    int64_t nk = p->kb < 0 ? p->NK : p->NK - idx[p->kb] * p->TK;
+    int64_t nj = p->jb < 0 ? p->NJ : p->NJ - idx[p->jb] * p->TJ;
+    bad |= do_tile(p, p->g.dst + doff, p->g.src + soff, nk < p->TK ? nk : p->TK, nj < p->TJ ? nj : p->TJ,
+                   scratch);
+    for (int q = p->m - 1; q >= 0; q--) {
+      doff += p->it_d[q];
+      soff += p->it_s[q];
+      if (++idx[q] < p->it_n[q]) break;
+      doff -= p->wrap_d[q];
+      soff -= p->wrap_s[q];
+      idx[q] = 0;
+    }
+  }
+  return bad;
+}
+
+/* ------------------------------------------------------------- threads */
+
+/* Copies of at least this many bytes are split between threads; smaller
+ * ones never start one. */
+#define THREAD_MIN_BYTES (8 << 20)
+
+static int copy_threads = 0; /* 0: one per online CPU (bridge_copy_set_threads) */
+
+static int thread_count(void) {
+  int n = __atomic_load_n(&copy_threads, __ATOMIC_RELAXED);
+  if (n > 0) return n;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+}
+
+typedef struct {
+  const copy_plan *p;
+  int64_t w0, w1;
+  int bad;
+} tile_range;
+
+static void *tile_worker(void *arg) {
+  tile_range *r = arg;
+  r->bad = run_tiles(r->p, r->w0, r->w1);
+  return NULL;
+}
+
+/* Run a plan, on several threads when it is large; 1 when a cast flagged. */
+static int run_plan(const copy_plan *p, int64_t nbytes) {
+  int nt = nbytes >= THREAD_MIN_BYTES ? thread_count() : 1;
+  if (nt > p->work) nt = (int)p->work;
+  if (nt <= 1) return run_tiles(p, 0, p->work);
+  tile_range r[64];
+  pthread_t th[64];
+  int started[64] = {0}, bad = 0;
+  for (int i = 0; i < nt; i++) {
+    r[i].p = p;
+    r[i].w0 = p->work * i / nt;
+    r[i].w1 = p->work * (i + 1) / nt;
+    r[i].bad = 0;
+  }
+  /* this thread takes the first range; a thread that cannot start leaves its
+   * range to this one */
+  for (int i = 1; i < nt; i++) {
+    started[i] = pthread_create(&th[i], NULL, tile_worker, &r[i]) == 0;
+    if (started[i]) BUMP(STAT_COPY_THREADS);
+  }
+  bad |= run_tiles(p, r[0].w0, r[0].w1);
+  for (int i = 1; i < nt; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    else r[i].bad = run_tiles(p, r[i].w0, r[i].w1);
+    bad |= r[i].bad;
+  }
+  return bad;
+}
+
+int bridge_copy_set_threads(int n) {
+  int old = __atomic_exchange_n(&copy_threads, n < 0 ? 0 : n, __ATOMIC_RELAXED);
+  return old;
+}
+
+/* ------------------------------------------------------------- overlap */
+
+/* Does the run of dim J at index idx (elements [j0, j0 + len)) write bytes
+ * that a run after it (dir 1: later in index order; -1: earlier) still
+ * reads? Runs never straddle rows, so what comes after is one part of this
+ * row and, for each outer dim q, the boxes past idx[q] with every dim
+ * inside q whole. */
+static int run_clobbers(const copy_geom *g, const int64_t *idx, int64_t j0, int64_t len, int dir,
+                        const int64_t *inner_lo, const int64_t *inner_hi) {
+  int J = g->nd - 1;
+  uintptr_t dlo = (uintptr_t)g->dst, shi_pad = (uintptr_t)g->sisz;
+  for (int q = 0; q < J; q++) dlo += (uintptr_t)(idx[q] * g->d[q]);
+  dlo += (uintptr_t)(j0 * g->d[J]);
+  uintptr_t dhi = dlo + (uintptr_t)((len - 1) * g->d[J]) + (uintptr_t)g->disz;
+  int64_t base = 0; /* src offset of the current prefix */
+  for (int q = 0; q <= J; q++) {
+    /* the box: prefix idx[0..q-1], dim q over the indices after idx[q]
+     * (q == J: after the run), dims inside q whole */
+    int64_t first, count;
+    int64_t at = q == J ? j0 : idx[q];
+    if (dir > 0) {
+      first = q == J ? j0 + len : at + 1;
+      count = g->n[q] - first;
+    } else {
+      first = 0;
+      count = at;
+    }
+    if (count > 0) {
+      int64_t o = base + first * g->s[q], span = (count - 1) * g->s[q];
+      uintptr_t lo = (uintptr_t)g->src + (uintptr_t)(o + (span < 0 ? span : 0) + (q < J ? inner_lo[q + 1] : 0));
+      uintptr_t hi = (uintptr_t)g->src + (uintptr_t)(o + (span > 0 ? span : 0) + (q < J ? inner_hi[q + 1] : 0)) + shi_pad;
+      if (lo < dhi && dlo < hi) return 1;
+    }
+    if (q < J) base += idx[q] * g->s[q];
+  }
+  return 0;
+}
+
+enum { WALK_COPY, WALK_CHECK, WALK_PROBE };
+
+/* Walk the runs of dim J (at most `chunk` elements each) in one direction.
+ * WALK_CHECK: whether every run is safe (1) or not (0); WALK_COPY: copy,
+ * each run staged through `scratch` (1 when a cast flagged, else 0);
+ * WALK_PROBE: convert src into scratch only, writing nothing (1 when a cast
+ * would flag). */
+static int staged_walk(const copy_geom *g, const bridge_cast *cast, int dir, int64_t chunk, int mode,
+                       char *scratch) {
+  int J = g->nd - 1, bad = 0;
+  int64_t idx[MAXD], inner_lo[MAXD + 1], inner_hi[MAXD + 1];
+  inner_lo[g->nd] = inner_hi[g->nd] = 0;
+  for (int q = g->nd - 1; q >= 0; q--) {
+    int64_t span = (g->n[q] - 1) * g->s[q];
+    inner_lo[q] = inner_lo[q + 1] + (span < 0 ? span : 0);
+    inner_hi[q] = inner_hi[q + 1] + (span > 0 ? span : 0);
+  }
+  for (int q = 0; q < J; q++) idx[q] = dir > 0 ? 0 : g->n[q] - 1;
+  int64_t nruns = (g->n[J] + chunk - 1) / chunk;
+  for (;;) {
+    for (int64_t r = 0; r < nruns; r++) {
+      int64_t ri = dir > 0 ? r : nruns - 1 - r, j0 = ri * chunk;
+      int64_t len = g->n[J] - j0 < chunk ? g->n[J] - j0 : chunk;
+      if (mode == WALK_CHECK) {
+        if (run_clobbers(g, idx, j0, len, dir, inner_lo, inner_hi)) return 0;
+        continue;
+      }
+      int64_t doff = j0 * g->d[J], soff = j0 * g->s[J];
+      for (int q = 0; q < J; q++) doff += idx[q] * g->d[q], soff += idx[q] * g->s[q];
+      move_tile(scratch, g->src + soff, 1, len, 0, g->sisz, 0, g->s[J], g->sisz);
+      if (mode == WALK_PROBE) {
+        if (bridge_cast_run(cast, scratch, scratch + TILE_BYTES, len, g->disz)) return 1;
+      } else if (cast) bad |= bridge_cast_run(cast, scratch, g->dst + doff, len, g->d[J]);
+      else move_tile(g->dst + doff, scratch, 1, len, 0, g->d[J], 0, g->sisz, g->disz);
+    }
+    int q = J - 1;
+    for (; q >= 0; q--) {
+      if (dir > 0 ? ++idx[q] < g->n[q] : --idx[q] >= 0) break;
+      idx[q] = dir > 0 ? 0 : g->n[q] - 1;
+    }
+    if (q < 0) break;
+  }
+  return mode == WALK_CHECK ? 1 : bad;
+}
+
+/* ------------------------------------------------------------- copying */
+
+/* Copy (and cast) a normalised geometry. 0 done, 1 a cast left it to NumPy,
+ * -1 overflow or out of memory (no exception set: the caller raises). */
+static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
+  int64_t nbytes;
+  int isz = g->disz > g->sisz ? g->disz : g->sisz;
+  if (mul_ovf(numel, isz, &nbytes)) return -1;
+  uintptr_t dlo, dhi, slo, shi;
+  geom_span(g, &dlo, &dhi, &slo, &shi);
+  if (dlo < shi && slo < dhi) { /* the two byte ranges meet */
+    int same = cast == NULL && g->dst == g->src;
+    for (int i = 0; same && i < g->nd; i++) same = g->d[i] == g->s[i];
+    if (same) return 0; /* every element onto itself */
+    if (g->nd == 0) {   /* one element: read it before writing */
+      char one[16], out[16];
+      memcpy(one, g->src, g->sisz);
+      if (cast && bridge_cast_run(cast, one, out, 1, g->disz)) return 1; /* nothing written */
+      memcpy(g->dst, cast ? out : one, g->disz);
+      return 0;
+    }
+    int64_t chunk = TILE_BYTES / isz;
+    char *scratch = malloc(2 * TILE_BYTES);
+    if (scratch == NULL) return -1;
+    /* a cast that may leave elements to NumPy checks them all before writing
+     * any: NumPy then starts from the source as it is (a copy of it) */
+    if (cast != NULL && cast->can_flag && staged_walk(g, cast, 1, chunk, WALK_PROBE, scratch)) {
+      free(scratch);
+      return 1;
+    }
+    for (int dir = 1; dir >= -1; dir -= 2) {
+      if (staged_walk(g, cast, dir, chunk, WALK_CHECK, NULL)) {
+        BUMP(STAT_COPY_STAGED);
+        int bad = staged_walk(g, cast, dir, chunk, WALK_COPY, scratch);
+        free(scratch);
+        return bad;
+      }
+    }
+    free(scratch);
+    /* no safe order: src whole into a temporary, then from there */
+    int64_t tbytes;
+    if (mul_ovf(numel, g->sisz, &tbytes)) return -1;
+    char *tmp = malloc((size_t)tbytes);
+    if (tmp == NULL) return -1;
+    BUMP(STAT_COPY_TEMPORARIES);
+    copy_geom in = *g, out = *g;
+    in.dst = tmp;
+    in.disz = g->sisz;
+    int64_t acc = g->sisz;
+    for (int i = g->nd - 1; i >= 0; i--) {
+      in.d[i] = out.s[i] = acc;
+      acc *= g->n[i];
+    }
+    out.src = tmp;
+    int rc = copy_geometry(&in, NULL, numel);
+    if (rc == 0) rc = copy_geometry(&out, cast, numel);
+    free(tmp);
+    return rc;
+  }
+  if (g->nd == 1 && cast == NULL && g->d[0] == isz && g->s[0] == isz && nbytes < THREAD_MIN_BYTES) {
+    memcpy(g->dst, g->src, (size_t)nbytes); /* contiguous: the plain copy */
+    return 0;
+  }
+  copy_plan *p = malloc(sizeof *p);
+  if (p == NULL) return -1;
+  p->g = *g;
+  p->cast = cast;
+  int rc = plan_copy(p) < 0 ? -1 : run_plan(p, nbytes);
+  free(p);
+  return rc;
+}
+
+int bridge_copy_strided(char *dst, const int64_t *dst_strides, int dst_itemsize, const char *src,
+                        const int64_t *src_strides, int src_itemsize, int ndim, const int64_t *shape,
+                        const bridge_cast *cast) {
+  copy_geom g;
+  int rc = geom_init(&g, dst, src, ndim, shape, dst_strides, src_strides, dst_itemsize, src_itemsize);
+  if (rc != 0) return rc > 0 ? 0 : -1;
+  int64_t numel = 1;
+  for (int i = 0; i < g.nd; i++) numel *= g.n[i];
+  return copy_geometry(&g, cast, numel);
+}
+
+/* ------------------------------------------------------------- tensors */
+
+static int host_or_raise(TensorObject *t) {
+  if (bridge_host_accessible(t->storage->dev_type)) return 0;
+  PyObject *dev = bridge_storage_device(t->storage);
+  if (dev != NULL) {
+    PyErr_Format(PyExc_RuntimeError, "storage on %S cannot be read or written from the host", dev);
+    Py_DECREF(dev);
+  }
+  return -1;
+}
+
+/* Copies of at least this many bytes run without the GIL. */
+#define NOGIL_MIN_BYTES (1 << 20)
+
+int bridge_copy_tensor(TensorObject *dst, TensorObject *src) {
+  if (host_or_raise(dst) < 0 || host_or_raise(src) < 0) return -1;
+  if (dst->storage->readonly) {
+    PyErr_SetString(PyExc_ValueError,
+                    "cannot write to a read-only tensor (its memory was borrowed read-only)");
+    return -1;
+  }
+  if (bridge_tensor_check_bounds(dst, PyExc_RuntimeError) < 0 ||
+      bridge_tensor_check_bounds(src, PyExc_RuntimeError) < 0)
+    return -1;
+  /* src broadcast to dst's shape: its dims right-aligned, size 1 repeated */
+  int nd = dst->ndim, extra = src->ndim - nd;
+  int64_t sstr[MAXD];
+  int fits = extra <= 0;
+  for (int i = 0; fits && i < nd; i++) {
+    int k = i + extra;
+    if (k < 0 || src->shape[k] == 1) sstr[i] = 0;
+    else if (src->shape[k] == dst->shape[i]) sstr[i] = src->strides[k];
+    else fits = 0;
+  }
+  if (!fits) {
+    PyObject *from = bridge_dims_tuple(src->ndim, src->shape), *to = bridge_dims_tuple(nd, dst->shape);
+    if (from && to) PyErr_Format(PyExc_ValueError, "cannot broadcast a value of shape %R to shape %R", from, to);
+    Py_XDECREF(from);
+    Py_XDECREF(to);
+    return -1;
+  }
+  bridge_cast cast, *castp = NULL;
+  if (dst->dtype != src->dtype) {
+    if (!bridge_cast_lookup(src->dtype, dst->dtype, &cast)) return 0;
+    castp = &cast;
+  } else if (dst->dtype->itemsize > 16) {
+    return 0;
+  }
+  copy_geom g;
+  int rc = geom_init(&g, bridge_tensor_data(dst), bridge_tensor_data(src), nd, dst->shape, dst->strides,
+                     sstr, dst->dtype->itemsize, src->dtype->itemsize);
+  if (rc > 0) return 1;
+  int64_t numel = 1, nbytes = 0;
+  for (int i = 0; i < g.nd; i++) numel *= g.n[i];
+  if (rc == 0 && !mul_ovf(numel, g.disz > g.sisz ? g.disz : g.sisz, &nbytes) && nbytes >= NOGIL_MIN_BYTES) {
+    /* the owners keep both blocks alive whatever other threads do to the
+     * tensors or storages meanwhile (set_, resize_: a new record) */
+    PyObject *keep_d = Py_NewRef(bridge_storage_owner(dst->storage));
+    PyObject *keep_s = Py_NewRef(bridge_storage_owner(src->storage));
+    Py_BEGIN_ALLOW_THREADS
+    rc = copy_geometry(&g, castp, numel);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(keep_d);
+    Py_DECREF(keep_s);
+  } else if (rc == 0) {
+    rc = copy_geometry(&g, castp, numel);
+  }
+  if (rc < 0) {
+    PyErr_SetString(PyExc_MemoryError, "out of memory (or a byte offset past int64) in a copy");
+    return -1;
+  }
+  return rc == 0;
+}
+
+/* _C.copy_into(dst, src): src's elements into dst, broadcast and cast. */
+static PyObject *py_copy_into(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2 || !Tensor_Check(args[0]) || !Tensor_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "copy_into(dst, src) takes two tensors");
+  int rc = bridge_copy_tensor((TensorObject *)args[0], (TensorObject *)args[1]);
+  return rc < 0 ? NULL : PyBool_FromLong(rc);
+}
+
+/* _C.copy_threads(n=-1): set the copy threads (0: one per CPU), return the old value. */
+static PyObject *py_copy_threads(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs > 1) return PyErr_Format(PyExc_TypeError, "copy_threads(n=-1)");
+  long n = nargs ? PyLong_AsLong(args[0]) : -1;
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  if (n > 64) return PyErr_Format(PyExc_ValueError, "copy_threads: at most 64 threads, got %ld", n);
+  int old = n < 0 ? __atomic_load_n(&copy_threads, __ATOMIC_RELAXED) : bridge_copy_set_threads((int)n);
+  return PyLong_FromLong(old);
+}
+
+static PyMethodDef copy_functions[] = {
+    {"copy_into", (PyCFunction)(void (*)(void))py_copy_into, METH_FASTCALL,
+     "copy_into(dst, src, /)\n--\n\nCopy src's elements into dst (host memory), src broadcast to "
+     "dst's shape and cast to its dtype. True when done; False (nothing promised about dst) for a "
+     "cast C leaves to NumPy. Overlapping tensors are copied as if through a temporary."},
+    {"copy_threads", (PyCFunction)(void (*)(void))py_copy_threads, METH_FASTCALL,
+     "copy_threads(n=-1, /)\n--\n\nThe threads a large copy may use (0: one per CPU); n >= 0 sets "
+     "it. Returns the value before."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_copy_init(PyObject *mod) { return PyModule_AddFunctions(mod, copy_functions); }

@@ -1,0 +1,34 @@
+/* What the copy kernel (copy.c) and the element conversions it applies
+ * (casts.c) share. Nothing here touches Python objects: the kernel runs with
+ * the GIL released, and on worker threads. */
+
+#ifndef BRIDGE_COPY_H
+#define BRIDGE_COPY_H
+
+#include "core.h"
+
+/* Convert n elements read contiguously at `src` into elements `dstride`
+ * bytes apart at `dst`. Returns 1 when some element has no conversion that
+ * is the same on every platform (a float out of an integer's range, NaN to
+ * an integer): what was written is then meaningless, and the caller redoes
+ * the whole copy with NumPy (whose result, and warning, it is). Else 0. */
+typedef int (*bridge_conv_fn)(const char *src, char *dst, int64_t n, int64_t dstride);
+
+/* A cast: one conversion, or two through a contiguous middle type (bfloat16
+ * and float16 through float32, real to complex through the real part). */
+typedef struct {
+  bridge_conv_fn first, second; /* second NULL: first writes the destination */
+  int mid_itemsize;             /* element size between first and second */
+  int src_itemsize;
+  int can_flag;                 /* a float-to-integer cast: may return 1 */
+} bridge_cast;
+
+/* The cast from `from` to `to` (different dtypes): 1 and *out filled, or 0
+ * when C has none (complex to real, float8/6/4: NumPy and ml_dtypes do it). */
+int bridge_cast_lookup(const DTypeObject *from, const DTypeObject *to, bridge_cast *out);
+
+/* Run a cast over n contiguous source elements (the same contract as
+ * bridge_conv_fn). */
+int bridge_cast_run(const bridge_cast *c, const char *src, char *dst, int64_t n, int64_t dstride);
+
+#endif /* BRIDGE_COPY_H */

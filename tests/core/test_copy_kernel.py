@@ -1,0 +1,362 @@
+"""The copy kernel (``cdefs/core/copy.c``, ``_C.copy_into``) against NumPy.
+
+Every copy bridge makes goes through one C kernel: ``clone``, ``contiguous``,
+``copy_``, ``to(dtype)``. The property tests draw a destination view (any
+dim order, steps, reversed dims: never two elements on one byte) and a
+source view (any strides: negative, zero, overlapping; broadcast to the
+destination's shape), on one storage or two, so that the two often overlap;
+the expected result is ``np.copyto`` from a snapshot of the source (a copy
+as if through a temporary). The whole storage is compared after each copy:
+the kernel writes the destination's elements and nothing else.
+
+Casts draw the two dtypes apart (random bytes: NaNs with payloads,
+subnormals, values out of an integer's range); the conversions C does are
+checked bit for bit against NumPy's (and ml_dtypes' for bfloat16), NaN
+payloads included; what C leaves to NumPy must come out the same too, also
+when the two views overlap (NumPy alone gets a broadcast overlapping source
+wrong: copy_ hands it a copy).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+from numpy.lib.stride_tricks import as_strided as np_as_strided
+
+import bridge
+from bridge.core.native import _C
+
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# The dtypes whose conversions C does (the rest: float8/6/4, through NumPy).
+C_CAST = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]  # fmt: skip
+ML_CAST = ["bfloat16", "float8_e4m3fn", "float8_e5m2"]
+BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
+
+
+def _np_dtype(dt: bridge.dtype, bits: bool) -> np.dtype[Any]:
+    """NumPy's type for dt, or an unsigned one of its size for copies that only move bytes."""
+    return np.dtype(BITS[dt.itemsize]) if bits else dt.numpy_dtype
+
+
+# --------------------------------------------------------------------- views
+
+
+@st.composite
+def dst_geometry(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """Strides (elements) of a destination: a dense layout in a random dim
+    order, each dim stepped 1-3 and maybe reversed (never self-overlapping);
+    and the number of elements it spans."""
+    nd = len(shape)
+    order = draw(st.permutations(range(nd)))
+    strides = [0] * nd
+    acc = 1
+    for d in reversed(order):
+        step = draw(st.integers(1, 3))
+        strides[d] = acc * step
+        acc *= step * max(shape[d], 1)
+    signs = draw(st.lists(st.booleans(), min_size=nd, max_size=nd))
+    return tuple(-s if neg else s for s, neg in zip(strides, signs)), acc
+
+
+@st.composite
+def src_geometry(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A source broadcast to ``shape``: leading dims dropped or size 1, any
+    strides (zero and negative too, elements may share memory)."""
+    nd = len(shape)
+    keep = draw(st.integers(0, nd))
+    sshape = list(shape[nd - keep :])
+    for i in range(keep):
+        if draw(st.integers(0, 4)) == 0:
+            sshape[i] = 1
+    strides = tuple(draw(st.integers(-7, 7)) for _ in sshape)
+    return tuple(sshape), strides
+
+
+def span(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
+    """(lowest, highest) element offsets from element [0, ..., 0]."""
+    lo = hi = 0
+    for n, s in zip(shape, strides):
+        if n > 1:
+            lo += min(0, s * (n - 1))
+            hi += max(0, s * (n - 1))
+    return lo, hi
+
+
+def place(data: st.DataObject, shape: tuple[int, ...], strides: tuple[int, ...], nelem: int,
+          label: str) -> int:  # fmt: skip
+    """An offset that puts the view inside ``nelem`` elements."""
+    lo, hi = span(shape, strides)
+    return data.draw(st.integers(-lo, max(-lo, nelem - 1 - hi)), label=label)
+
+
+class Twin:
+    """A bridge storage of random bytes and its snapshot: views of both by geometry."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.base = bridge.tensor(np.frombuffer(raw, dtype=np.uint8))
+        self.before = self.base.numpy().copy()
+
+    def view(self, dt: bridge.dtype, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> bridge.Tensor:
+        out: bridge.Tensor = self.base.view(dt).as_strided(shape, strides, offset)
+        return out
+
+    @staticmethod
+    def np_view(arr: np.ndarray[Any, Any], npdt: np.dtype[Any], shape: tuple[int, ...],
+                strides: tuple[int, ...], offset: int) -> np.ndarray[Any, Any]:  # fmt: skip
+        isz = npdt.itemsize
+        bits = np.dtype(BITS[isz])  # as_strided cannot name ml_dtypes types: view them after
+        start = arr.view(bits)[offset:] if 0 not in shape else arr.view(bits)
+        out = np_as_strided(start, shape, tuple(s * isz for s in strides), writeable=True)
+        return out.view(npdt)
+
+
+def same(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> bool:
+    """Equal bits (NaN payloads included)."""
+    return bool(np.array_equal(np.ascontiguousarray(got).view(np.uint8), np.ascontiguousarray(want).view(np.uint8)))
+
+
+def check_copy(data: st.DataObject, dt_dst: bridge.dtype, dt_src: bridge.dtype,
+               shape: tuple[int, ...]) -> None:  # fmt: skip
+    """Draw the two views for one copy, do it with bridge and NumPy, compare."""
+    bits = dt_dst is dt_src
+    dstrides, dext = data.draw(dst_geometry(shape), label="dst strides")
+    sshape, sstrides = data.draw(src_geometry(shape), label="src shape, strides")
+    slo, shi = span(sshape, sstrides)
+    isz = max(dt_dst.itemsize, dt_src.itemsize)
+    # a small storage, so the two views often meet; sometimes two storages
+    nbytes = (max(dext, shi - slo + 1) + data.draw(st.integers(0, 8), label="slack")) * isz
+    nbytes += -nbytes % 16
+    two = data.draw(st.integers(0, 3), label="storages") == 0
+    dtw = Twin(data.draw(st.binary(min_size=nbytes, max_size=nbytes), label="bytes"))
+    stw = Twin(data.draw(st.binary(min_size=nbytes, max_size=nbytes), label="src bytes")) if two else dtw
+    doff = place(data, shape, dstrides, nbytes // dt_dst.itemsize, "dst offset")
+    soff = place(data, sshape, sstrides, nbytes // dt_src.itemsize, "src offset")
+    dst = dtw.view(dt_dst, shape, dstrides, doff)
+    src = stw.view(dt_src, sshape, sstrides, soff)
+    note(f"dst {dt_dst} {shape} {dstrides} +{doff}; src {dt_src} {sshape} {sstrides} +{soff}; two={two}")
+    # NumPy: from a snapshot of the source (np.copyto's own overlap rule)
+    want = dtw.before.copy()
+    wd = Twin.np_view(want, _np_dtype(dt_dst, bits), shape, dstrides, doff)
+    ws = Twin.np_view(stw.before, _np_dtype(dt_src, bits), sshape, sstrides, soff)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        np.copyto(wd, np.broadcast_to(ws, shape), casting="unsafe")
+        if _C.copy_into(dst, src):
+            event("C did it")
+        else:  # what copy_ does then: NumPy (dst's contents are unspecified before)
+            event("left to NumPy")
+            dst.copy_(src)
+        got = dtw.base.numpy()
+        gd = Twin.np_view(got, _np_dtype(dt_dst, bits), shape, dstrides, doff)
+        if not bits:
+            gd, wd = gd.copy(), wd.copy()
+    if src.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr() and dst.numel():
+        event("one storage")
+    assert same(gd, wd), (gd, wd)
+    # nothing else written
+    mask = np.zeros(got.size, dtype=np.uint8)
+    Twin.np_view(mask, _np_dtype(dt_dst, True), shape, dstrides, doff)[...] = np.array(1).astype(
+        _np_dtype(dt_dst, True)
+    )
+    outside = np.repeat(mask.reshape(-1, dt_dst.itemsize).any(1), dt_dst.itemsize) == 0
+    assert np.array_equal(got[outside], want[outside])
+
+
+shapes = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
+# fewer dims, larger: full tiles, SIMD blocks and their edges
+big_shapes = st.lists(st.integers(1, 80), min_size=1, max_size=3).map(tuple).filter(
+    lambda s: int(np.prod(s)) <= 20000
+)
+same_dtypes = st.sampled_from(["uint8", "int16", "float32", "float64", "complex128", "bool", "bfloat16"])
+
+
+@SETTINGS
+@given(data=st.data(), shape=shapes, name=same_dtypes)
+def test_copy_matches_numpy(data: st.DataObject, shape: tuple[int, ...], name: str) -> None:
+    dt = getattr(bridge, name)
+    check_copy(data, dt, dt, shape)
+
+
+@settings(SETTINGS, max_examples=60)
+@given(data=st.data(), shape=big_shapes, name=same_dtypes)
+def test_large_copy_matches_numpy(data: st.DataObject, shape: tuple[int, ...], name: str) -> None:
+    dt = getattr(bridge, name)
+    check_copy(data, dt, dt, shape)
+
+
+@SETTINGS
+@given(data=st.data(), shape=shapes, a=st.sampled_from(C_CAST), b=st.sampled_from(C_CAST))
+def test_cast_matches_numpy(data: st.DataObject, shape: tuple[int, ...], a: str, b: str) -> None:
+    check_copy(data, getattr(bridge, a), getattr(bridge, b), shape)
+
+
+@settings(SETTINGS, max_examples=100)
+@given(data=st.data(), shape=shapes, a=st.sampled_from(C_CAST + ML_CAST), b=st.sampled_from(C_CAST + ML_CAST))
+def test_cast_with_ml_dtypes_matches(data: st.DataObject, shape: tuple[int, ...], a: str, b: str) -> None:
+    pytest.importorskip("ml_dtypes")
+    check_copy(data, getattr(bridge, a), getattr(bridge, b), shape)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(data=st.data(), shape=big_shapes, a=st.sampled_from(C_CAST), b=st.sampled_from(C_CAST))
+def test_large_cast_matches_numpy(data: st.DataObject, shape: tuple[int, ...], a: str, b: str) -> None:
+    check_copy(data, getattr(bridge, a), getattr(bridge, b), shape)
+
+
+# ------------------------------------------------------------ chosen cases
+
+
+def _stats() -> dict[str, int]:
+    out: dict[str, int] = _C.stats()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("make", "want_temp"),
+    [
+        (lambda t: (t[1:], t[:-1]), False),  # shift up: copied backwards
+        (lambda t: (t[:-1], t[1:]), False),  # shift down: forwards
+        (lambda t: (t, t.flip(0)), True),  # in-place reversal: no safe order
+        (lambda t: (t.view(200, 200), t.view(200, 200).t()), True),  # in-place transpose
+        (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False),  # a row to all
+        (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False),  # shift along rows
+        (lambda t: (t, t), False),  # onto itself
+    ],
+)
+def test_overlapping_copies(make: Any, want_temp: bool) -> None:
+    t = bridge.arange(40000, dtype=bridge.float64)
+    a = t.numpy()
+    dst, src = make(t)
+    want = a.copy()
+    np.copyto(Twin.np_view(want, np.dtype(np.float64), dst.shape, dst.stride(), dst.storage_offset()),
+              src.numpy().copy())  # fmt: skip
+    before = _stats()
+    dst.copy_(src)
+    after = _stats()
+    assert np.array_equal(a, want)
+    assert (after["copy_temporaries"] > before["copy_temporaries"]) == want_temp
+
+
+def test_large_copies_split_between_threads_and_small_ones_never() -> None:
+    old = _C.copy_threads(2)
+    try:
+        assert _C.copy_threads() == 2
+        a = np.arange(1 << 21, dtype=np.float32).reshape(1024, 2048)  # 8 MiB
+        t = bridge.from_numpy(a).t()
+        before = _stats()["copy_threads"]
+        out = t.contiguous()
+        assert _stats()["copy_threads"] == before + 1
+        assert np.array_equal(out.numpy(), a.T)
+        small = bridge.from_numpy(a[:100, :100]).t()
+        assert np.array_equal(small.contiguous().numpy(), a[:100, :100].T)
+        c = bridge.from_numpy(a).clone()  # contiguous, 8 MiB: rows split too
+        assert np.array_equal(c.numpy(), a)
+        assert _stats()["copy_threads"] == before + 2
+        _C.copy_threads(1)
+        t.contiguous()
+        assert _stats()["copy_threads"] == before + 2
+    finally:
+        _C.copy_threads(old)
+
+
+def test_copy_into_contract() -> None:
+    t = bridge.zeros(2, 3)
+    with pytest.raises(TypeError, match="two tensors"):
+        _C.copy_into(t, np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="two tensors"):
+        _C.copy_into(t)
+    with pytest.raises(ValueError, match=r"cannot broadcast a value of shape \(4,\) to shape \(2, 3\)"):
+        _C.copy_into(t, bridge.zeros(4))
+    with pytest.raises(ValueError, match=r"cannot broadcast a value of shape \(1, 2, 3\)"):
+        _C.copy_into(t, bridge.zeros(1, 2, 3))  # more dims than dst: refused, as torch
+    ro = np.zeros((2, 3), dtype=np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        _C.copy_into(bridge.from_numpy(ro), t)
+    with pytest.raises(TypeError, match="copy_threads"):
+        _C.copy_threads(1, 2)
+    with pytest.raises(ValueError, match="at most 64"):
+        _C.copy_threads(65)
+
+
+def test_device_memory_is_refused() -> None:
+    host = np.zeros(4, dtype=np.float32)
+    cuda = _C.from_memory(host.ctypes.data, bridge.float32, (4,), (4,), host, False, (2, 0))
+    with pytest.raises(RuntimeError, match="cannot be read or written from the host"):
+        _C.copy_into(cuda, bridge.zeros(4))
+    with pytest.raises(RuntimeError, match="cannot be read or written from the host"):
+        _C.copy_into(bridge.zeros(4), cuda)
+
+
+def test_casts_c_leaves_to_numpy() -> None:
+    # out of an integer's range, NaN, complex to real: NumPy's results (and warnings)
+    f = bridge.tensor([1.5, 3e10, float("nan"), -2.5])
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        assert not _C.copy_into(bridge.empty(4, dtype=bridge.int32), f)
+        want = f.numpy().astype(np.int32)
+        assert np.array_equal(f.to(bridge.int32).numpy(), want)
+        c = bridge.tensor([1 + 2j, 3 - 1j])
+        assert not _C.copy_into(bridge.empty(2), c)
+        assert c.to(bridge.float64).tolist() == [1.0, 3.0]
+    assert _C.copy_into(bridge.empty(3, dtype=bridge.int64), bridge.tensor([1.9, -1.9, 0.0]))
+
+
+def test_overlapping_cast_left_to_numpy_reads_the_source_first() -> None:
+    # 2.0 (float32) broadcast into the int32 view over its own bytes: NumPy alone
+    # would read the source again after the first write
+    t = bridge.tensor([2.0, 3e10, 0.0], dtype=bridge.float32)
+    dst = t.view(bridge.int32)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        dst.copy_(t[1].expand(3))  # out of int32's range: NumPy's value in all three
+        want = np.full(3, np.float32(3e10)).astype(np.int32)
+    assert dst.tolist() == want.tolist()
+    t = bridge.tensor([2.0, 0.0, 0.0], dtype=bridge.float32)
+    t.view(bridge.int32).copy_(t[0].expand(3))  # in range: C, through its overlap check
+    assert t.view(bridge.int32).tolist() == [2, 2, 2]
+
+
+def test_geometry_edges() -> None:
+    # size-1 dims with huge strides never enter the arithmetic
+    t = bridge.arange(6, dtype=bridge.int16)
+    odd = t.as_strided((1, 6, 1), (2**62, 1, 2**62))
+    assert odd.contiguous().tolist() == [[[v] for v in range(6)]]
+    # many dims
+    shape = (1,) * 30 + (2, 3) + (1,) * 30
+    big = bridge.arange(6).reshape(shape)
+    perm = tuple(reversed(range(62)))
+    assert np.array_equal(big.permute(perm).contiguous().numpy(), np.arange(6).reshape(shape).transpose(perm))
+    # empty and 0-d
+    assert bridge.zeros(0, 3).t().contiguous().shape == (3, 0)
+    z = bridge.tensor(7.0)
+    out = bridge.empty(())
+    assert _C.copy_into(out, z) and out.item() == 7.0
+    # a destination with stride 0 keeps the last value written along it
+    d = bridge.zeros(1).expand(4)
+    d.copy_(bridge.tensor([1.0, 2.0, 3.0, 4.0]))
+    assert d.tolist() == [4.0] * 4
+
+
+@pytest.mark.parametrize("name", ["uint8", "int16", "float32", "float64", "complex128"])
+def test_clone_layouts(name: str) -> None:
+    a = np.arange(2 * 3 * 5 * 7).astype(name).reshape(2, 3, 5, 7).transpose(0, 3, 1, 2)[:, ::-2]
+    t = bridge.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    for fmt in (bridge.contiguous_format, bridge.channels_last, bridge.preserve_format, None):
+        c = t.clone(memory_format=fmt)
+        assert np.array_equal(c.numpy(), t.numpy())
+        assert c.is_non_overlapping_and_dense()
+    assert t.clone(memory_format=bridge.channels_last).is_contiguous(memory_format=bridge.channels_last)
+    assert t.flip(1).contiguous().is_contiguous()
+    assert np.array_equal(t.flip(1).contiguous().numpy(), t.numpy()[:, ::-1])
