@@ -30,7 +30,7 @@ exchange_api: Any
 class DTypeBase:
     def __new__(
         cls, code: int, bits: int, itemsize: int, kind: int, signed: bool, buffer_format: str,
-        typekind: str, arrow_format: str,
+        typekind: str, arrow_format: str, lanes: int = 1,
     ) -> Any: ...
     @property
     def itemsize(self) -> int: ...

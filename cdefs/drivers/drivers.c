@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define NAME_LEGACY BRIDGE_NAME_LEGACY
 #define NAME_VERSIONED BRIDGE_NAME_VERSIONED
@@ -100,8 +101,17 @@ static PyObject *py_mark_consumed(PyObject *mod, PyObject *capsule) {
 
 /* ---------------------------------------------- any library's exchange API */
 
+/* The table of the major version bridge knows in the capsule's version
+ * chain; NULL with BufferError when the chain has none. */
 static DLPackExchangeAPI *api_of(PyObject *capsule) {
-  return (DLPackExchangeAPI *)PyCapsule_GetPointer(capsule, BRIDGE_NAME_API);
+  DLPackExchangeAPIHeader *h = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(capsule, BRIDGE_NAME_API);
+  if (h == NULL) return NULL;
+  DLPackExchangeAPI *api = bridge_exchange_api_known(h);
+  if (api == NULL)
+    PyErr_Format(PyExc_BufferError,
+                 "exchange API version %u.%u: its prev_api chain holds no major version %d table",
+                 h->version.major, h->version.minor, DLPACK_MAJOR_VERSION);
+  return api;
 }
 
 typedef struct {
@@ -147,9 +157,6 @@ static PyObject *py_api_convert(PyObject *mod, PyObject *const *args, Py_ssize_t
   if (nargs != 3) return PyErr_Format(PyExc_TypeError, "api_convert(src_api, dst_api, obj)");
   DLPackExchangeAPI *src = api_of(args[0]), *dst = src ? api_of(args[1]) : NULL;
   if (src == NULL || dst == NULL) return NULL;
-  if (src->header.version.major != DLPACK_MAJOR_VERSION || dst->header.version.major != DLPACK_MAJOR_VERSION)
-    return PyErr_Format(PyExc_BufferError, "exchange API major versions %u and %u: only %d is known",
-                        src->header.version.major, dst->header.version.major, DLPACK_MAJOR_VERSION);
   if (src->managed_tensor_from_py_object_no_sync == NULL || dst->managed_tensor_to_py_object_no_sync == NULL)
     return PyErr_Format(PyExc_BufferError, "an exchange API lacks the functions a conversion needs");
   DLManagedTensorVersioned *m = NULL;
@@ -243,6 +250,101 @@ static PyObject *py_api_stream(PyObject *mod, PyObject *const *args, Py_ssize_t 
   return PyLong_FromVoidPtr(stream);
 }
 
+/* ------------------------------------------- exchange API version chains */
+
+/* Tables a consumer must not use (a major version it does not know): each
+ * call counts and fails. The one it may use (major 1) delegates to bridge's
+ * own table, taking the bridge tensor from the object's `tensor` attribute,
+ * and counts too. */
+static uint64_t chain_known_calls, chain_unknown_calls;
+static DLPackExchangeAPI *chain_inner; /* bridge's own table */
+
+static int chain_refuse(void) {
+  chain_unknown_calls++;
+  PyErr_SetString(PyExc_RuntimeError, "a consumer called an exchange API table of a major version it "
+                                      "does not know");
+  return -1;
+}
+static int unknown_alloc(DLTensor *p, DLManagedTensorVersioned **o, void *c,
+                         void (*e)(void *, const char *, const char *)) {
+  (void)p, (void)o;
+  chain_unknown_calls++;
+  e(c, "RuntimeError", "a consumer called an exchange API table of a major version it does not know");
+  return -1;
+}
+static int unknown_from(void *x, DLManagedTensorVersioned **o) { return (void)x, (void)o, chain_refuse(); }
+static int unknown_to(DLManagedTensorVersioned *m, void **o) { return (void)m, (void)o, chain_refuse(); }
+static int unknown_peek(void *x, DLTensor *o) { return (void)x, (void)o, chain_refuse(); }
+static int unknown_stream(DLDeviceType t, int32_t i, void **o) { return (void)t, (void)i, (void)o, chain_refuse(); }
+
+static int known_from(void *x, DLManagedTensorVersioned **out) {
+  chain_known_calls++;
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = chain_inner->managed_tensor_from_py_object_no_sync(t, out);
+  Py_DECREF(t);
+  return rc;
+}
+static int known_peek(void *x, DLTensor *out) {
+  chain_known_calls++;
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = chain_inner->dltensor_from_py_object_no_sync(t, out); /* x keeps t, and t its dims */
+  Py_DECREF(t);
+  return rc;
+}
+
+/* exchange_chain(majors, loop=False) -> a "dlpack_exchange_api" capsule whose
+ * header has majors[0], prev_api a table of majors[1], ...; with loop the
+ * last prev_api points back to the first (a malformed chain). The tables are
+ * never freed: the spec has them live as long as the process. */
+static PyObject *py_exchange_chain(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs < 1 || nargs > 2) return PyErr_Format(PyExc_TypeError, "exchange_chain(majors, loop=False)");
+  int64_t majors[16];
+  int n = bridge_parse_dims(args[0], majors, 16, "majors");
+  int loop = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+  if (n < 0 || loop < 0) return NULL;
+  if (n == 0) return PyErr_Format(PyExc_ValueError, "exchange_chain needs at least one major version");
+  if (chain_inner == NULL) {
+    PyObject *cap = PyObject_GetAttrString((PyObject *)&BridgeTensor_Type, "__dlpack_c_exchange_api__");
+    chain_inner = cap ? (DLPackExchangeAPI *)PyCapsule_GetPointer(cap, BRIDGE_NAME_API) : NULL;
+    Py_XDECREF(cap);
+    if (chain_inner == NULL) return NULL;
+  }
+  DLPackExchangeAPI *next = NULL, *last = NULL;
+  for (int i = n - 1; i >= 0; i--) {
+    DLPackExchangeAPI *api = (DLPackExchangeAPI *)calloc(1, sizeof *api);
+    if (api == NULL) return PyErr_NoMemory();
+    if (last == NULL) last = api;
+    api->header.version.major = (uint32_t)majors[i];
+    api->header.version.minor = 0;
+    api->header.prev_api = next ? &next->header : NULL;
+    if (majors[i] == DLPACK_MAJOR_VERSION) {
+      api->managed_tensor_allocator = chain_inner->managed_tensor_allocator;
+      api->managed_tensor_from_py_object_no_sync = known_from;
+      api->managed_tensor_to_py_object_no_sync = chain_inner->managed_tensor_to_py_object_no_sync;
+      api->dltensor_from_py_object_no_sync = known_peek;
+      api->current_work_stream = chain_inner->current_work_stream;
+    } else {
+      api->managed_tensor_allocator = unknown_alloc;
+      api->managed_tensor_from_py_object_no_sync = unknown_from;
+      api->managed_tensor_to_py_object_no_sync = unknown_to;
+      api->dltensor_from_py_object_no_sync = unknown_peek;
+      api->current_work_stream = unknown_stream;
+    }
+    next = api;
+  }
+  if (loop) last->header.prev_api = &next->header;
+  return PyCapsule_New(next, BRIDGE_NAME_API, NULL);
+}
+
+/* exchange_chain_calls() -> (calls of major 1 tables, calls of unknown ones) */
+static PyObject *py_exchange_chain_calls(PyObject *mod, PyObject *unused) {
+  (void)mod, (void)unused;
+  return Py_BuildValue("(KK)", (unsigned long long)chain_known_calls, (unsigned long long)chain_unknown_calls);
+}
+
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 static PyMethodDef driver_functions[] = {
     {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O,
@@ -271,6 +373,13 @@ static PyMethodDef driver_functions[] = {
     FAST("api_stream", py_api_stream,
          "api_stream(api, device_type, device_id, /)\n--\n\nThe API's current work stream as an int, "
          "or None when it has no such function."),
+    FAST("exchange_chain", py_exchange_chain,
+         "exchange_chain(majors, loop=False, /)\n--\n\nA DLPack exchange API capsule whose version "
+         "chain has these major versions, first to last (prev_api); major 1 tables delegate to "
+         "bridge's for the object's `tensor` attribute, the others count and fail. loop makes the "
+         "last prev_api point back to the first."),
+    {"exchange_chain_calls", (PyCFunction)py_exchange_chain_calls, METH_NOARGS,
+     "exchange_chain_calls()\n--\n\n(calls of exchange_chain's major 1 tables, calls of the others)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -62,6 +62,10 @@ PyObject *bridge_dlpack_ask(PyObject *x);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];
+/* The table of the DLPack major version bridge knows in an exchange API's
+ * version chain (the header, then header.prev_api, ...), or NULL when the
+ * chain has none (the consumer then falls back to __dlpack__). */
+DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h);
 /* DLPack's capsule names, written once (dlpack_export.c). */
 extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
     BRIDGE_NAME_USED_VERSIONED[];
