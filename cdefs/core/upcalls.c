@@ -29,6 +29,7 @@ static const struct {
     [UP_CUDA_ARRAY_INTERFACE] = {"cuda_array_interface", CALLABLE},
     [UP_CUDA_CLONE] = {"cuda_clone", CALLABLE},
     [UP_CUDA_COPY] = {"cuda_copy", CALLABLE},
+    [UP_JAX_ARRAY] = {"jax_array", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

@@ -27,6 +27,7 @@ typedef enum {
   UP_CUDA_ARRAY_INTERFACE, /* Tensor.__cuda_array_interface__ (bridge.interop.cuda) */
   UP_CUDA_CLONE,         /* clone() of CUDA memory (bridge.interop.cuda) */
   UP_CUDA_COPY,          /* copy_() to or from CUDA memory (bridge.interop.cuda) */
+  UP_JAX_ARRAY,          /* Tensor.__jax_array__ (bridge.interop.jax_array) */
   UP_COUNT
 } bridge_upcall_id;
 
