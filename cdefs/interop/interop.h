@@ -66,6 +66,9 @@ extern const char BRIDGE_NAME_API[];
  * version chain (the header, then header.prev_api, ...), or NULL when the
  * chain has none (the consumer then falls back to __dlpack__). */
 DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h);
+/* The Arrow PyCapsule interface's capsule names, written once (arrow_export.c). */
+extern const char BRIDGE_NAME_ARROW_SCHEMA[], BRIDGE_NAME_ARROW_ARRAY[], BRIDGE_NAME_ARROW_DEVICE_ARRAY[],
+    BRIDGE_NAME_ARROW_STREAM[], BRIDGE_NAME_ARROW_DEVICE_STREAM[];
 /* DLPack's capsule names, written once (dlpack_export.c). */
 extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
     BRIDGE_NAME_USED_VERSIONED[];
