@@ -126,7 +126,12 @@ from bridge.core.tensor import (
 )
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
-from bridge.interop.cuda import cuda_stream, current_cuda_stream, from_cuda_array_interface
+from bridge.interop.cuda import (
+    CudaStream,
+    cuda_stream,
+    current_cuda_stream,
+    from_cuda_array_interface,
+)
 from bridge.interop.dlpack import from_dlpack, to_dlpack
 from bridge.interop.numpy import from_numpy, frombuffer
 
@@ -231,6 +236,7 @@ __all__ = [
     "arrow",
     "from_arrow",
     "from_cuda_array_interface",
+    "CudaStream",
     "cuda_stream",
     "current_cuda_stream",
     "from_dlpack",

@@ -263,21 +263,30 @@ static PyObject *device_object(int type, int id) {
 }
 
 /* The array API's stream argument for memory on (dev_type, dev_id): None (0
- * here), -1 (no synchronisation) or, on CUDA, 1, 2 or a stream handle. Host
- * memory has no streams. A stream that is not an int is a TypeError; an int
+ * here), -1 (no synchronisation) or, on CUDA, 1, 2 or a stream handle (an
+ * int, or an object of cuda.core's stream protocol, __cuda_stream__). Host
+ * memory has no streams. A stream that is neither is a TypeError; a handle
  * the device cannot take is a ValueError (BufferError is for data that cannot
  * be exported). NumPy raises RuntimeError for any stream and torch
  * AssertionError for a host int; the spec's types win. */
 int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out) {
   *out = 0;
   if (v == Py_None) return 0;
+  int overflow = 0;
+  long long s;
   if (!PyLong_Check(v) || PyBool_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "stream must be an int or None, got %.200s", Py_TYPE(v)->tp_name);
-    return -1;
+    /* a stream object of cuda.core's protocol (torch.cuda.Stream, cuda.core's Stream) */
+    int speaks = PyBool_Check(v) ? 0 : bridge_cuda_stream_protocol(v, &s);
+    if (speaks < 0) return -1;
+    if (speaks == 0) {
+      PyErr_Format(PyExc_TypeError, "stream must be an int, None or an object with __cuda_stream__, got %.200s",
+                   Py_TYPE(v)->tp_name);
+      return -1;
+    }
+  } else {
+    s = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (s == -1 && PyErr_Occurred()) return -1;
   }
-  int overflow;
-  long long s = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (s == -1 && PyErr_Occurred()) return -1;
   if (bridge_host_accessible(dev_type) && dev_type != kDLCUDAManaged) {
     if (s != -1 || overflow) {
       PyObject *dev = device_object(dev_type, dev_id);

@@ -23,6 +23,11 @@ int bridge_cuda_init(PyObject *mod);
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
+/* cuda.core's CUDA stream protocol: 1 with *handle when obj has __cuda_stream__
+ * answering (0, address) (address 0, the default stream, gives 1: the legacy
+ * default, as DLPack numbers it); 0 when obj has no __cuda_stream__; -1 with
+ * TypeError/ValueError for a malformed answer or another version. */
+int bridge_cuda_stream_protocol(PyObject *obj, long long *handle);
 /* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
 PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
 

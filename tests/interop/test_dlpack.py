@@ -145,7 +145,7 @@ def test_dl_device_and_stream_rules():
         with pytest.raises(ValueError, match="stream must be None or -1"):
             t.__dlpack__(max_version=(1, 3), stream=bad)
     for bad in ("1", 1.0, True, object()):
-        with pytest.raises(TypeError, match="stream must be an int or None"):
+        with pytest.raises(TypeError, match="stream must be an int, None or an object with __cuda_stream__"):
             t.__dlpack__(stream=bad)
 
 
