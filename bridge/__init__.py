@@ -31,6 +31,7 @@ from bridge.core.dtypes import (
     dtype,
     float,
     float4_e2m1fn,
+    float4_e2m1fn_x2,
     float6_e2m3fn,
     float6_e3m2fn,
     float8_e3m4,
@@ -127,7 +128,12 @@ from bridge.core.tensor import (
 from bridge.crossing.convert import CopyWarning, convert
 from bridge.interop import as_tensor, asarray
 from bridge.interop.arrow import from_arrow
-from bridge.interop.cuda import cuda_stream, current_cuda_stream, from_cuda_array_interface
+from bridge.interop.cuda import (
+    CudaStream,
+    cuda_stream,
+    current_cuda_stream,
+    from_cuda_array_interface,
+)
 from bridge.interop.dlpack import from_dlpack, to_dlpack
 from bridge.interop.numpy import from_numpy, frombuffer
 
@@ -217,6 +223,7 @@ __all__ = [
     "empty_strided",
     "float",
     "float4_e2m1fn",
+    "float4_e2m1fn_x2",
     "float6_e2m3fn",
     "float6_e3m2fn",
     "float8_e3m4",
@@ -233,6 +240,7 @@ __all__ = [
     "arrow",
     "from_arrow",
     "from_cuda_array_interface",
+    "CudaStream",
     "cuda_stream",
     "current_cuda_stream",
     "from_dlpack",

@@ -588,113 +588,132 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 63), // char const *()(struct ArrowArrayStream *)
-/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // struct ArrowArrayStream *
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 77), // char const *()(struct ArrowArrayStream *)
+/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 108), // struct ArrowArrayStream *
 /*  2 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLDeviceType, int32_t, void * *)
-/*  4 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
-/*  5 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
-/*  6 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // void * *
-/*  7 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLManagedTensorVersioned *, void * *)
-/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 70), // DLManagedTensorVersioned *
-/* 10 */ _CFFI_OP(_CFFI_OP_NOOP, 6),
-/* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 12 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 13 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // DLTensor *
-/* 14 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // DLManagedTensorVersioned * *
-/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 106), // void *
-/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 61), // void(*)(void *, char const *, char const *)
-/* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(int)
-/* 19 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 77), // char const *()(struct ArrowDeviceArrayStream *)
+/*  4 */ _CFFI_OP(_CFFI_OP_POINTER, 110), // struct ArrowDeviceArrayStream *
+/*  5 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/*  6 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLDeviceType, int32_t, void * *)
+/*  7 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
+/*  8 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
+/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // void * *
+/* 10 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLManagedTensorVersioned *, void * *)
+/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 84), // DLManagedTensorVersioned *
+/* 13 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
+/* 14 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 15 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 89), // DLTensor *
+/* 17 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // DLManagedTensorVersioned * *
+/* 18 */ _CFFI_OP(_CFFI_OP_POINTER, 125), // void *
+/* 19 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // void(*)(void *, char const *, char const *)
 /* 20 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(struct ArrowArrayStream *, struct ArrowArray *)
-/* 22 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 23 */ _CFFI_OP(_CFFI_OP_POINTER, 90), // struct ArrowArray *
-/* 24 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 25 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 26 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 27 */ _CFFI_OP(_CFFI_OP_POINTER, 94), // struct ArrowSchema *
-/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 29 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void *, DLManagedTensorVersioned * *)
-/* 30 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 31 */ _CFFI_OP(_CFFI_OP_NOOP, 14),
-/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 33 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void *, DLTensor *)
-/* 34 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 35 */ _CFFI_OP(_CFFI_OP_NOOP, 13),
-/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 37 */ _CFFI_OP(_CFFI_OP_FUNCTION, 19), // int()(void)
-/* 38 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION, 15), // void *()(size_t, int)
-/* 40 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 41 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
-/* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(DLManagedTensor *)
-/* 44 */ _CFFI_OP(_CFFI_OP_POINTER, 69), // DLManagedTensor *
-/* 45 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(DLManagedTensorVersioned *)
-/* 47 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
-/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowArray *)
-/* 50 */ _CFFI_OP(_CFFI_OP_NOOP, 23),
-/* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 52 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowArrayStream *)
-/* 53 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 55 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(struct ArrowSchema *)
-/* 56 */ _CFFI_OP(_CFFI_OP_NOOP, 27),
-/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 58 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(void *)
-/* 59 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 61 */ _CFFI_OP(_CFFI_OP_FUNCTION, 106), // void()(void *, char const *, char const *)
-/* 62 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
-/* 63 */ _CFFI_OP(_CFFI_OP_POINTER, 77), // char const *
-/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 63),
+/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(int)
+/* 22 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/* 23 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 24 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowArrayStream *, struct ArrowArray *)
+/* 25 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 26 */ _CFFI_OP(_CFFI_OP_POINTER, 107), // struct ArrowArray *
+/* 27 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 29 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
+/* 30 */ _CFFI_OP(_CFFI_OP_POINTER, 112), // struct ArrowSchema *
+/* 31 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
+/* 33 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 34 */ _CFFI_OP(_CFFI_OP_POINTER, 109), // struct ArrowDeviceArray *
+/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
+/* 37 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 30),
+/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void *, DLManagedTensorVersioned * *)
+/* 41 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
+/* 42 */ _CFFI_OP(_CFFI_OP_NOOP, 17),
+/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 44 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void *, DLTensor *)
+/* 45 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
+/* 46 */ _CFFI_OP(_CFFI_OP_NOOP, 16),
+/* 47 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void)
+/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION, 18), // void *()(size_t, int)
+/* 51 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 52 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 53 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(DLManagedTensor *)
+/* 55 */ _CFFI_OP(_CFFI_OP_POINTER, 83), // DLManagedTensor *
+/* 56 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(DLManagedTensorVersioned *)
+/* 58 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 59 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowArray *)
+/* 61 */ _CFFI_OP(_CFFI_OP_NOOP, 26),
+/* 62 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 63 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowArrayStream *)
+/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
 /* 65 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 66 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 67 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 68 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 69 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // DLManagedTensor
-/* 70 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensorVersioned
-/* 71 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLPackExchangeAPI
-/* 72 */ _CFFI_OP(_CFFI_OP_POINTER, 73), // DLPackExchangeAPIHeader *
-/* 73 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPIHeader
-/* 74 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 75 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 76 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
-/* 77 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 78 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // int(*)(DLDeviceType, int32_t, void * *)
-/* 79 */ _CFFI_OP(_CFFI_OP_POINTER, 8), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 80 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 81 */ _CFFI_OP(_CFFI_OP_POINTER, 21), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
-/* 82 */ _CFFI_OP(_CFFI_OP_POINTER, 25), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 83 */ _CFFI_OP(_CFFI_OP_POINTER, 29), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 84 */ _CFFI_OP(_CFFI_OP_POINTER, 33), // int(*)(void *, DLTensor *)
-/* 85 */ _CFFI_OP(_CFFI_OP_POINTER, 86), // int64_t *
-/* 86 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 87 */ _CFFI_OP(_CFFI_OP_ARRAY, 86), // int64_t[3]
-/* 88 */ (_cffi_opcode_t)(3),
-/* 89 */ _CFFI_OP(_CFFI_OP_POINTER, 23), // struct ArrowArray * *
-/* 90 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
-/* 91 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
-/* 92 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
-/* 93 */ _CFFI_OP(_CFFI_OP_POINTER, 27), // struct ArrowSchema * *
-/* 94 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowSchema
-/* 95 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 96 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 97 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 98 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 100), // void const * *
-/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 106), // void const *
-/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 43), // void(*)(DLManagedTensor *)
-/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 46), // void(*)(DLManagedTensorVersioned *)
-/* 103 */ _CFFI_OP(_CFFI_OP_POINTER, 49), // void(*)(struct ArrowArray *)
-/* 104 */ _CFFI_OP(_CFFI_OP_POINTER, 52), // void(*)(struct ArrowArrayStream *)
-/* 105 */ _CFFI_OP(_CFFI_OP_POINTER, 55), // void(*)(struct ArrowSchema *)
-/* 106 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 66 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowDeviceArrayStream *)
+/* 67 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 68 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 69 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowSchema *)
+/* 70 */ _CFFI_OP(_CFFI_OP_NOOP, 30),
+/* 71 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 72 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(void *)
+/* 73 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
+/* 74 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 75 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(void *, char const *, char const *)
+/* 76 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
+/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 92), // char const *
+/* 78 */ _CFFI_OP(_CFFI_OP_NOOP, 77),
+/* 79 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 80 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 81 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 82 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 83 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensor
+/* 84 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLManagedTensorVersioned
+/* 85 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPI
+/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 87), // DLPackExchangeAPIHeader *
+/* 87 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 12), // DLPackExchangeAPIHeader
+/* 88 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 89 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
+/* 91 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // char const *(*)(struct ArrowDeviceArrayStream *)
+/* 92 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 93 */ _CFFI_OP(_CFFI_OP_POINTER, 6), // int(*)(DLDeviceType, int32_t, void * *)
+/* 94 */ _CFFI_OP(_CFFI_OP_POINTER, 11), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 95 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 96 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
+/* 97 */ _CFFI_OP(_CFFI_OP_POINTER, 28), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 32), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
+/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 36), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
+/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 40), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 44), // int(*)(void *, DLTensor *)
+/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // int64_t *
+/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 104 */ _CFFI_OP(_CFFI_OP_ARRAY, 103), // int64_t[3]
+/* 105 */ (_cffi_opcode_t)(3),
+/* 106 */ _CFFI_OP(_CFFI_OP_POINTER, 26), // struct ArrowArray * *
+/* 107 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
+/* 108 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
+/* 109 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
+/* 110 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowDeviceArrayStream
+/* 111 */ _CFFI_OP(_CFFI_OP_POINTER, 30), // struct ArrowSchema * *
+/* 112 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // struct ArrowSchema
+/* 113 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 114 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 115 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 116 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 117 */ _CFFI_OP(_CFFI_OP_POINTER, 118), // void const * *
+/* 118 */ _CFFI_OP(_CFFI_OP_POINTER, 125), // void const *
+/* 119 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // void(*)(DLManagedTensor *)
+/* 120 */ _CFFI_OP(_CFFI_OP_POINTER, 57), // void(*)(DLManagedTensorVersioned *)
+/* 121 */ _CFFI_OP(_CFFI_OP_POINTER, 60), // void(*)(struct ArrowArray *)
+/* 122 */ _CFFI_OP(_CFFI_OP_POINTER, 63), // void(*)(struct ArrowArrayStream *)
+/* 123 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // void(*)(struct ArrowDeviceArrayStream *)
+/* 124 */ _CFFI_OP(_CFFI_OP_POINTER, 69), // void(*)(struct ArrowSchema *)
+/* 125 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -1014,7 +1033,7 @@ _cffi_f_bridge_aligned_alloc(PyObject *self, PyObject *args)
   Py_END_ALLOW_THREADS
 
   (void)self; /* unused */
-  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(15));
+  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(18));
   return pyresult;
 }
 #else
@@ -1034,10 +1053,10 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(15), arg0, (char **)&x0);
+      _cffi_type(18), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(15), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(18), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1284,6 +1303,20 @@ static void _cffi_checkfld_struct_ArrowDeviceArray(struct ArrowDeviceArray *p)
 struct _cffi_align_struct_ArrowDeviceArray { char x; struct ArrowDeviceArray y; };
 
 _CFFI_UNUSED_FN
+static void _cffi_checkfld_struct_ArrowDeviceArrayStream(struct ArrowDeviceArrayStream *p)
+{
+  /* only to generate compile-time warnings or errors */
+  (void)p;
+  (void)((p->device_type) | 0);  /* check that 'struct ArrowDeviceArrayStream.device_type' is an integer */
+  { int(* *tmp)(struct ArrowDeviceArrayStream *, struct ArrowSchema *) = &p->get_schema; (void)tmp; }
+  { int(* *tmp)(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *) = &p->get_next; (void)tmp; }
+  { char const *(* *tmp)(struct ArrowDeviceArrayStream *) = &p->get_last_error; (void)tmp; }
+  { void(* *tmp)(struct ArrowDeviceArrayStream *) = &p->release; (void)tmp; }
+  { void * *tmp = &p->private_data; (void)tmp; }
+}
+struct _cffi_align_struct_ArrowDeviceArrayStream { char x; struct ArrowDeviceArrayStream y; };
+
+_CFFI_UNUSED_FN
 static void _cffi_checkfld_struct_ArrowSchema(struct ArrowSchema *p)
 {
   /* only to generate compile-time warnings or errors */
@@ -1363,10 +1396,10 @@ static const struct _cffi_global_s _cffi_globals[] = {
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 39), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 58), (void *)_cffi_d_bridge_aligned_free },
-  { "bridge_host_accessible", (void *)_cffi_f_bridge_host_accessible, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 18), (void *)_cffi_d_bridge_host_accessible },
-  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 37), (void *)_cffi_d_bridge_init },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 50), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 72), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_host_accessible", (void *)_cffi_f_bridge_host_accessible, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 21), (void *)_cffi_d_bridge_host_accessible },
+  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 48), (void *)_cffi_d_bridge_init },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1406,237 +1439,257 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 98) },
+            _CFFI_OP(_CFFI_OP_NOOP, 116) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 98) },
+            _CFFI_OP(_CFFI_OP_NOOP, 116) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 95) },
+             _CFFI_OP(_CFFI_OP_NOOP, 113) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 4) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 7) },
   { "device_id", offsetof(DLDevice, device_id),
                  sizeof(((DLDevice *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 5) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 8) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 96) },
+             _CFFI_OP(_CFFI_OP_NOOP, 114) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 96) },
+             _CFFI_OP(_CFFI_OP_NOOP, 114) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
-            _CFFI_OP(_CFFI_OP_NOOP, 15) },
+            _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 68) },
+              _CFFI_OP(_CFFI_OP_NOOP, 82) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
-            _CFFI_OP(_CFFI_OP_NOOP, 5) },
+            _CFFI_OP(_CFFI_OP_NOOP, 8) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 66) },
+             _CFFI_OP(_CFFI_OP_NOOP, 80) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 85) },
+             _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 85) },
+               _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 97) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 115) },
   { "length", offsetof(struct ArrowArray, length),
               sizeof(((struct ArrowArray *)0)->length),
-              _CFFI_OP(_CFFI_OP_NOOP, 86) },
+              _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "null_count", offsetof(struct ArrowArray, null_count),
                   sizeof(((struct ArrowArray *)0)->null_count),
-                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "offset", offsetof(struct ArrowArray, offset),
               sizeof(((struct ArrowArray *)0)->offset),
-              _CFFI_OP(_CFFI_OP_NOOP, 86) },
+              _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "n_buffers", offsetof(struct ArrowArray, n_buffers),
                  sizeof(((struct ArrowArray *)0)->n_buffers),
-                 _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "n_children", offsetof(struct ArrowArray, n_children),
                   sizeof(((struct ArrowArray *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "buffers", offsetof(struct ArrowArray, buffers),
                sizeof(((struct ArrowArray *)0)->buffers),
-               _CFFI_OP(_CFFI_OP_NOOP, 99) },
+               _CFFI_OP(_CFFI_OP_NOOP, 117) },
   { "children", offsetof(struct ArrowArray, children),
                 sizeof(((struct ArrowArray *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 89) },
+                _CFFI_OP(_CFFI_OP_NOOP, 106) },
   { "dictionary", offsetof(struct ArrowArray, dictionary),
                   sizeof(((struct ArrowArray *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 23) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 26) },
   { "release", offsetof(struct ArrowArray, release),
                sizeof(((struct ArrowArray *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 103) },
+               _CFFI_OP(_CFFI_OP_NOOP, 121) },
   { "private_data", offsetof(struct ArrowArray, private_data),
                     sizeof(((struct ArrowArray *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "get_schema", offsetof(struct ArrowArrayStream, get_schema),
                   sizeof(((struct ArrowArrayStream *)0)->get_schema),
-                  _CFFI_OP(_CFFI_OP_NOOP, 82) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 97) },
   { "get_next", offsetof(struct ArrowArrayStream, get_next),
                 sizeof(((struct ArrowArrayStream *)0)->get_next),
-                _CFFI_OP(_CFFI_OP_NOOP, 81) },
+                _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "get_last_error", offsetof(struct ArrowArrayStream, get_last_error),
                       sizeof(((struct ArrowArrayStream *)0)->get_last_error),
-                      _CFFI_OP(_CFFI_OP_NOOP, 76) },
+                      _CFFI_OP(_CFFI_OP_NOOP, 90) },
   { "release", offsetof(struct ArrowArrayStream, release),
                sizeof(((struct ArrowArrayStream *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 104) },
+               _CFFI_OP(_CFFI_OP_NOOP, 122) },
   { "private_data", offsetof(struct ArrowArrayStream, private_data),
                     sizeof(((struct ArrowArrayStream *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "array", offsetof(struct ArrowDeviceArray, array),
              sizeof(((struct ArrowDeviceArray *)0)->array),
-             _CFFI_OP(_CFFI_OP_NOOP, 90) },
+             _CFFI_OP(_CFFI_OP_NOOP, 107) },
   { "device_id", offsetof(struct ArrowDeviceArray, device_id),
                  sizeof(((struct ArrowDeviceArray *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "device_type", offsetof(struct ArrowDeviceArray, device_type),
                    sizeof(((struct ArrowDeviceArray *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 5) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 8) },
   { "sync_event", offsetof(struct ArrowDeviceArray, sync_event),
                   sizeof(((struct ArrowDeviceArray *)0)->sync_event),
-                  _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "reserved", offsetof(struct ArrowDeviceArray, reserved),
                 sizeof(((struct ArrowDeviceArray *)0)->reserved),
-                _CFFI_OP(_CFFI_OP_NOOP, 87) },
+                _CFFI_OP(_CFFI_OP_NOOP, 104) },
+  { "device_type", offsetof(struct ArrowDeviceArrayStream, device_type),
+                   sizeof(((struct ArrowDeviceArrayStream *)0)->device_type),
+                   _CFFI_OP(_CFFI_OP_NOOP, 8) },
+  { "get_schema", offsetof(struct ArrowDeviceArrayStream, get_schema),
+                  sizeof(((struct ArrowDeviceArrayStream *)0)->get_schema),
+                  _CFFI_OP(_CFFI_OP_NOOP, 99) },
+  { "get_next", offsetof(struct ArrowDeviceArrayStream, get_next),
+                sizeof(((struct ArrowDeviceArrayStream *)0)->get_next),
+                _CFFI_OP(_CFFI_OP_NOOP, 98) },
+  { "get_last_error", offsetof(struct ArrowDeviceArrayStream, get_last_error),
+                      sizeof(((struct ArrowDeviceArrayStream *)0)->get_last_error),
+                      _CFFI_OP(_CFFI_OP_NOOP, 91) },
+  { "release", offsetof(struct ArrowDeviceArrayStream, release),
+               sizeof(((struct ArrowDeviceArrayStream *)0)->release),
+               _CFFI_OP(_CFFI_OP_NOOP, 123) },
+  { "private_data", offsetof(struct ArrowDeviceArrayStream, private_data),
+                    sizeof(((struct ArrowDeviceArrayStream *)0)->private_data),
+                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "format", offsetof(struct ArrowSchema, format),
               sizeof(((struct ArrowSchema *)0)->format),
-              _CFFI_OP(_CFFI_OP_NOOP, 63) },
+              _CFFI_OP(_CFFI_OP_NOOP, 77) },
   { "name", offsetof(struct ArrowSchema, name),
             sizeof(((struct ArrowSchema *)0)->name),
-            _CFFI_OP(_CFFI_OP_NOOP, 63) },
+            _CFFI_OP(_CFFI_OP_NOOP, 77) },
   { "metadata", offsetof(struct ArrowSchema, metadata),
                 sizeof(((struct ArrowSchema *)0)->metadata),
-                _CFFI_OP(_CFFI_OP_NOOP, 63) },
+                _CFFI_OP(_CFFI_OP_NOOP, 77) },
   { "flags", offsetof(struct ArrowSchema, flags),
              sizeof(((struct ArrowSchema *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 86) },
+             _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "n_children", offsetof(struct ArrowSchema, n_children),
                   sizeof(((struct ArrowSchema *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "children", offsetof(struct ArrowSchema, children),
                 sizeof(((struct ArrowSchema *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 93) },
+                _CFFI_OP(_CFFI_OP_NOOP, 111) },
   { "dictionary", offsetof(struct ArrowSchema, dictionary),
                   sizeof(((struct ArrowSchema *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 27) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 30) },
   { "release", offsetof(struct ArrowSchema, release),
                sizeof(((struct ArrowSchema *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 105) },
+               _CFFI_OP(_CFFI_OP_NOOP, 124) },
   { "private_data", offsetof(struct ArrowSchema, private_data),
                     sizeof(((struct ArrowSchema *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 75) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 89) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 101) },
+               _CFFI_OP(_CFFI_OP_NOOP, 119) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 74) },
+               _CFFI_OP(_CFFI_OP_NOOP, 88) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 15) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 18) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 102) },
+               _CFFI_OP(_CFFI_OP_NOOP, 120) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 97) },
+             _CFFI_OP(_CFFI_OP_NOOP, 115) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 75) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 89) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 73) },
+              _CFFI_OP(_CFFI_OP_NOOP, 87) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 80) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 83) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 100) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 79) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 94) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 84) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 78) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 93) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 74) },
+               _CFFI_OP(_CFFI_OP_NOOP, 88) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 72) },
+                _CFFI_OP(_CFFI_OP_NOOP, 86) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 66, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 80, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 68, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 82, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 74, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 88, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 75, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 89, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "ArrowArray", 90, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArray", 107, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArray), offsetof(struct _cffi_align_struct_ArrowArray, y), 14, 10 },
-  { "ArrowArrayStream", 91, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArrayStream", 108, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArrayStream), offsetof(struct _cffi_align_struct_ArrowArrayStream, y), 24, 5 },
-  { "ArrowDeviceArray", 92, _CFFI_F_CHECK_FIELDS,
+  { "ArrowDeviceArray", 109, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowDeviceArray), offsetof(struct _cffi_align_struct_ArrowDeviceArray, y), 29, 5 },
-  { "ArrowSchema", 94, _CFFI_F_CHECK_FIELDS,
-    sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 34, 9 },
-  { "DLManagedTensor", 69, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 43, 3 },
-  { "DLManagedTensorVersioned", 70, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 46, 5 },
-  { "DLPackExchangeAPI", 71, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 51, 6 },
-  { "DLPackExchangeAPIHeader", 73, _CFFI_F_CHECK_FIELDS,
-    sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 57, 2 },
+  { "ArrowDeviceArrayStream", 110, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowDeviceArrayStream), offsetof(struct _cffi_align_struct_ArrowDeviceArrayStream, y), 34, 6 },
+  { "ArrowSchema", 112, _CFFI_F_CHECK_FIELDS,
+    sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 40, 9 },
+  { "DLManagedTensor", 83, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 49, 3 },
+  { "DLManagedTensorVersioned", 84, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 52, 5 },
+  { "DLPackExchangeAPI", 85, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 57, 6 },
+  { "DLPackExchangeAPIHeader", 87, _CFFI_F_CHECK_FIELDS,
+    sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 63, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 67, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 81, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
-  { "$DLDeviceType", 4, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
+  { "$DLDeviceType", 7, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
     "kDLCPU,kDLCUDA,kDLCUDAHost,kDLOpenCL,kDLVulkan,kDLMetal,kDLVPI,kDLROCM,kDLROCMHost,kDLExtDev,kDLCUDAManaged,"
     "kDLOneAPI,kDLWebGPU,kDLHexagon,kDLMAIA,kDLTrn" },
 };
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
-  { "ArrowDeviceType", 5 },
-  { "DLDataType", 66 },
-  { "DLDataTypeCode", 67 },
-  { "DLDevice", 68 },
-  { "DLDeviceType", 4 },
-  { "DLManagedTensor", 69 },
-  { "DLManagedTensorVersioned", 70 },
-  { "DLPackCurrentWorkStream", 78 },
-  { "DLPackDLTensorFromPyObjectNoSync", 84 },
-  { "DLPackExchangeAPI", 71 },
-  { "DLPackExchangeAPIHeader", 73 },
-  { "DLPackManagedTensorAllocator", 80 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 83 },
-  { "DLPackManagedTensorToPyObjectNoSync", 79 },
-  { "DLPackVersion", 74 },
-  { "DLTensor", 75 },
+  { "ArrowDeviceType", 8 },
+  { "DLDataType", 80 },
+  { "DLDataTypeCode", 81 },
+  { "DLDevice", 82 },
+  { "DLDeviceType", 7 },
+  { "DLManagedTensor", 83 },
+  { "DLManagedTensorVersioned", 84 },
+  { "DLPackCurrentWorkStream", 93 },
+  { "DLPackDLTensorFromPyObjectNoSync", 101 },
+  { "DLPackExchangeAPI", 85 },
+  { "DLPackExchangeAPIHeader", 87 },
+  { "DLPackManagedTensorAllocator", 95 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 100 },
+  { "DLPackManagedTensorToPyObjectNoSync", 94 },
+  { "DLPackVersion", 88 },
+  { "DLTensor", 89 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1647,11 +1700,11 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_enums,
   _cffi_typenames,
   52,  /* num_globals */
-  12,  /* num_struct_unions */
+  13,  /* num_struct_unions */
   2,  /* num_enums */
   16,  /* num_typenames */
   NULL,  /* no includes */
-  107,  /* num_types */
+  126,  /* num_types */
   0,  /* flags */
 };
 

@@ -1,6 +1,7 @@
-/* The Arrow C Data Interface and C Device Data Interface, written for
- * dlpack-bridge from the Arrow specification (CDataInterface.rst,
- * CDeviceDataInterface.rst, CStreamInterface.rst).
+/* The Arrow C Data Interface, C Device Data Interface, C Stream Interface and
+ * C Device Stream Interface, written for dlpack-bridge from the Arrow
+ * specification (CDataInterface.rst, CDeviceDataInterface.rst,
+ * CStreamInterface.rst).
  *
  * Like dlpack.h this is read by cffi's cdef parser (no preprocessor
  * conditionals, so no ARROW_C_DATA_INTERFACE guard here) and by the compiler;
@@ -57,5 +58,14 @@ struct ArrowArrayStream {
   int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
   const char *(*get_last_error)(struct ArrowArrayStream *);
   void (*release)(struct ArrowArrayStream *);
+  void *private_data;
+};
+
+struct ArrowDeviceArrayStream {
+  ArrowDeviceType device_type;
+  int (*get_schema)(struct ArrowDeviceArrayStream *, struct ArrowSchema *out);
+  int (*get_next)(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *out);
+  const char *(*get_last_error)(struct ArrowDeviceArrayStream *);
+  void (*release)(struct ArrowDeviceArrayStream *);
   void *private_data;
 };

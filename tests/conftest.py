@@ -17,7 +17,7 @@ import pytest
 
 # The helper modules' asserts get pytest's detailed failure messages, as the
 # tests' own do (registered before any test module imports them).
-pytest.register_assert_rewrite("lifetimes", "numpy_twin", "arrow_helpers", "dlpack_peek")
+pytest.register_assert_rewrite("lifetimes", "numpy_twin", "arrow_helpers", "dlpack_peek", "handmade")
 
 
 def have(module: str) -> bool:

@@ -24,7 +24,7 @@ NATIVE = {"bridge._native", "bridge._C", "bridge._drivers"}
 # Top-level modules that only re-export a layer under its public path.
 SHIMS = {"bridge", "bridge.arrow", "bridge.dlpack", "bridge.matrix", "bridge.conformance",
          "bridge.pytest_plugin", "bridge.__main__"}  # fmt: skip
-PROTOCOLS = {"dlpack", "numpy", "cuda", "arrow"}
+PROTOCOLS = {"dlpack", "numpy", "cuda", "arrow", "jax_array"}
 
 
 def module_name(path: pathlib.Path) -> str:

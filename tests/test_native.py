@@ -83,7 +83,7 @@ def test_arrow_layout_matches_pyarrow_abi_h(tmp_path):
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
     for name in ("struct ArrowSchema", "struct ArrowArray", "struct ArrowDeviceArray",
-                 "struct ArrowArrayStream"):  # fmt: skip
+                 "struct ArrowArrayStream", "struct ArrowDeviceArrayStream"):  # fmt: skip
         assert mod.ffi.sizeof(name) == ffi.sizeof(name)
     sys.modules.pop("_bridge_arrow_layout_check", None)
 

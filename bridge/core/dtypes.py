@@ -51,6 +51,7 @@ __all__ = [
     "float6_e2m3fn",
     "float6_e3m2fn",
     "float4_e2m1fn",
+    "float4_e2m1fn_x2",
     "half",
     "float",
     "double",
@@ -108,9 +109,10 @@ class dtype(_C.DTypeBase):
         rank: builtins.int,
         buffer_format: str = "",
         typekind: str = "",
+        lanes: builtins.int = 1,
     ) -> dtype:
         self: dtype = _C.DTypeBase.__new__(cls, code, bits, itemsize, kind, signed, buffer_format,
-                                           typekind, arrow_format or "")  # fmt: skip
+                                           typekind, arrow_format or "", lanes)  # fmt: skip
         self.name = name
         self._np_name = np_name
         self._np = None
@@ -203,6 +205,11 @@ DType = dtype
 
 
 def _resolve_numpy(dt: dtype) -> np.dtype[Any]:
+    if not dt._np_name:
+        raise TypeError(
+            f"{dt} packs {dt.dlpack[2]} values into each byte and has no NumPy dtype; "
+            f"view it as bridge.uint8 for its bytes"
+        )
     if not dt._np_name.startswith("ml_dtypes."):
         return np.dtype(dt._np_name)
     try:
@@ -262,6 +269,12 @@ float8_e8m0fnu = _f8("float8_e8m0fnu", 14, signed=False)
 float6_e2m3fn = _f8("float6_e2m3fn", 15, bits=6)
 float6_e3m2fn = _f8("float6_e3m2fn", 16, bits=6)
 float4_e2m1fn = _f8("float4_e2m1fn", 17, bits=4)
+# Two float4_e2m1fn values packed in one byte, low nibble first (DLPack's
+# packed sub-byte layout, little bit-endian; torch's float4_e2m1fn_x2): the
+# last dimension counts pairs. It moves bytes (views, copies, DLPack as
+# (17, 4, lanes 2)) and has no NumPy dtype; not in all_dtypes(), which lists
+# the types of one value per element.
+float4_e2m1fn_x2 = _D("float4_e2m1fn_x2", 1, 17, 4, _FLOAT_K, True, "", None, 0, lanes=2)
 
 # The unsigned type of each item size, to move bits without interpreting them
 # (complex128 for 16 bytes: NumPy copies it bit for bit).
@@ -282,7 +295,7 @@ _ALL: tuple[dtype, ...] = (
 _BY_NAME: dict[str, dtype] = {d.name: d for d in _ALL}
 _BY_NAME.update(
     half=half, float=float32, double=float64, cfloat=complex64, cdouble=complex128,
-    short=int16, int=int32, long=int64, bool_=bool,
+    short=int16, int=int32, long=int64, bool_=bool, float4_e2m1fn_x2=float4_e2m1fn_x2,
 )  # fmt: skip
 _BY_DLPACK: dict[tuple[builtins.int, builtins.int], dtype] = {d.dlpack[:2]: d for d in _ALL}
 _BY_NUMPY: dict[np.dtype[Any], dtype] = {}
@@ -292,7 +305,8 @@ for _d in _ALL:
 
 
 def all_dtypes() -> tuple[dtype, ...]:
-    """Every dtype bridge knows, in a stable order."""
+    """Every dtype of one value per element bridge knows, in a stable order (the
+    packed ``float4_e2m1fn_x2``, two values per element, is not among them)."""
     return _ALL
 
 
@@ -442,7 +456,8 @@ _CANONICAL = frozenset(d.name for d in _ALL)
 
 _NARROW = frozenset(
     {float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz,
-     float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn}
+     float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn,
+     float4_e2m1fn_x2}
 )  # fmt: skip
 _WIDE_UNSIGNED = frozenset({uint16, uint32, uint64})
 _SIGNED_BY_RANK = {1: int8, 2: int16, 3: int32, 4: int64}

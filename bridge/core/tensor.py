@@ -532,6 +532,20 @@ class Tensor(_C.TensorBase):
         out: dict[str, Any] = provider(self)
         return out
 
+    def __jax_array__(self) -> Any:
+        """JAX's array protocol: ``jnp.asarray(t)``, a ``jax.Array``'s operators
+        and the ``jax.numpy`` functions that convert before tracing take the
+        tensor as a ``jax.Array``, sharing its memory through DLPack where jax
+        can (writable, a permutation of a compact layout, a dtype jax's DLPack
+        takes), else a copy; provided by bridge.interop.jax_array. jax's own
+        rules apply to the result (64-bit types become 32-bit unless
+        ``jax_enable_x64``); jitted functions (``jax.jit``, ``jnp.sin``) refuse
+        the protocol (jax's rule): pass ``jnp.asarray(t)``."""
+        convert = upcall("jax_array")
+        if convert is None:
+            raise TypeError("bridge's jax interop is not loaded (import bridge)")
+        return convert(self)
+
     # ------------------------------------- pickling, copies, shared memory
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:

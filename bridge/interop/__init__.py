@@ -1,5 +1,5 @@
 """The interop layer: one module per protocol (``dlpack``, ``numpy`` for NumPy
-and buffers, ``cuda``, ``arrow``), each converting core <-> foreign object and
+and buffers, ``cuda``, ``arrow``, ``jax_array``, ``processes``), each converting core <-> foreign object and
 owning nothing else; they import the core and never each other. This package
 module is their facade: importing it loads every protocol, and
 :func:`asarray` and :func:`as_tensor` pick the best protocol an object offers."""
@@ -16,9 +16,9 @@ from bridge.core.factories import tensor
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
-from bridge.interop import arrow, cuda, dlpack, numpy, processes
+from bridge.interop import arrow, cuda, dlpack, jax_array, numpy, processes
 
-__all__ = ["asarray", "as_tensor", "arrow", "cuda", "dlpack", "numpy", "processes"]
+__all__ = ["asarray", "as_tensor", "arrow", "cuda", "dlpack", "jax_array", "numpy", "processes"]
 
 
 def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:

@@ -13,6 +13,7 @@ the host by this module; copies of CUDA memory (``clone``, ``copy_``,
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,8 @@ from bridge.core.native import _C
 from bridge.core.owners import CudaArrayInterfaceOwner
 from bridge.core.tensor import Tensor
 
-__all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "cuda_stream", "current_cuda_stream"]
+__all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "CudaStream", "cuda_stream",
+           "current_cuda_stream"]  # fmt: skip
 
 
 def _typestr(dt: _dtypes.dtype) -> str:
@@ -103,41 +105,100 @@ def from_cuda_array_interface(obj: Any, *, device_id: int | None = None) -> Tens
     return out
 
 
+class CudaStream:
+    """A CUDA stream as bridge hands it out (:func:`cuda_stream`,
+    :func:`current_cuda_stream`): ``handle`` is the stream as DLPack numbers
+    streams (1 the legacy default stream, 2 the per-thread one, else a
+    ``CUstream`` address; CUDA's own ``cudaStreamLegacy`` and
+    ``cudaStreamPerThread`` are 1 and 2 too). It speaks cuda.core's CUDA
+    stream protocol (``__cuda_stream__``), so tvm-ffi, cuda.core and torch take
+    it as a stream, and is an integer to everything else (``__index__``,
+    ``__int__``; equal to its handle), so it goes wherever a DLPack stream
+    int goes."""
+
+    __slots__ = ("handle",)
+
+    handle: int
+
+    def __init__(self, handle: int) -> None:
+        """The stream of this handle (an int >= 1: ValueError otherwise; TypeError for a non-int)."""
+        value = operator.index(handle)
+        if value < 1:
+            raise ValueError(f"invalid CUDA stream {value}: 1 is the legacy default stream, 2 the per-thread one")
+        object.__setattr__(self, "handle", value)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """cuda.core's CUDA stream protocol, version 0: ``(0, handle)``."""
+        return (0, self.handle)
+
+    def __index__(self) -> int:
+        return self.handle
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CudaStream):
+            return self.handle == other.handle
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.handle == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("CudaStream is immutable")
+
+    def __repr__(self) -> str:
+        return f"bridge.CudaStream({self.handle:#x})"
+
+
 def _stream_handle(stream: Any) -> int:
     if isinstance(stream, int) and not isinstance(stream, bool):
         handle = stream
-    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+    elif isinstance(stream, CudaStream):
+        handle = stream.handle
+    elif hasattr(stream, "__cuda_stream__"):  # cuda.core's protocol: torch, cuda.core, paddle
+        handle = _C.cuda_stream_handle(stream)
+    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream of a torch without the protocol
         handle = int(stream.cuda_stream) or 1  # torch's default stream is 0: the legacy default
     elif hasattr(stream, "ptr"):  # cupy.cuda.Stream
         handle = int(stream.ptr) or 1
     else:
-        raise TypeError(f"expected a CUDA stream (an int handle, a torch or CuPy stream), got {type(stream).__name__}")
+        raise TypeError(
+            f"expected a CUDA stream (an int handle, an object with __cuda_stream__, a torch or CuPy "
+            f"stream), got {type(stream).__name__}"
+        )
     if handle <= 0:
         raise ValueError(f"invalid CUDA stream {handle}: 1 is the legacy default stream, 2 the per-thread one")
     return handle
 
 
 @contextlib.contextmanager
-def cuda_stream(stream: Any) -> Iterator[int]:
+def cuda_stream(stream: Any) -> Iterator[CudaStream]:
     """Within the block, this thread's CUDA imports are ordered on ``stream``
-    (an int handle as DLPack numbers them, a ``torch.cuda.Stream`` or a
-    ``cupy.cuda.Stream``): ``from_dlpack`` passes it to producers, waits on it
-    for exchange-API and Arrow producers, and records it as the stream the
-    imported memory is ready on. Outside any block the stream is 1, the
-    legacy default stream. Yields the handle. TypeError/ValueError for
-    something that is not a stream."""
-    handle = _stream_handle(stream)
-    previous = _C.cuda_set_stream(handle)
+    (an int handle as DLPack numbers them, any object of cuda.core's CUDA
+    stream protocol ``__cuda_stream__``: a ``torch.cuda.Stream``, a cuda.core
+    ``Stream``, a :class:`CudaStream`; or a ``cupy.cuda.Stream``):
+    ``from_dlpack`` passes it to producers, waits on it for exchange-API and
+    Arrow producers, and records it as the stream the imported memory is
+    ready on. Outside any block the stream is 1, the legacy default stream.
+    Yields it as a :class:`CudaStream`. TypeError/ValueError for something
+    that is not a stream (or a ``__cuda_stream__`` answer of another protocol
+    version)."""
+    handle = CudaStream(_stream_handle(stream))
+    previous = _C.cuda_set_stream(handle.handle)
     try:
         yield handle
     finally:
         _C.cuda_set_stream(previous)
 
 
-def current_cuda_stream() -> int:
-    """This thread's CUDA consumer stream (see :func:`cuda_stream`): 1 unless set."""
-    out: int = _C.cuda_current_stream()
-    return out
+def current_cuda_stream() -> CudaStream:
+    """This thread's CUDA consumer stream (see :func:`cuda_stream`), 1 unless
+    set, as a :class:`CudaStream` (an int that speaks ``__cuda_stream__``)."""
+    return CudaStream(_C.cuda_current_stream())
 
 
 def _current_cuda_device() -> int:

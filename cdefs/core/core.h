@@ -40,9 +40,10 @@ enum { KIND_BOOL = 0, KIND_INT = 1, KIND_FLOAT = 2, KIND_COMPLEX = 3 };
 
 typedef struct {
   PyObject_HEAD
-  uint8_t code, bits;      /* DLPack DLDataType (lanes is always 1) */
+  uint8_t code, bits;      /* DLPack DLDataType */
   uint8_t kind;            /* KIND_* */
   uint8_t is_signed;
+  uint16_t lanes;          /* 1, or the values one element packs (float4_e2m1fn_x2: 2) */
   int itemsize;            /* bytes per element in memory (sub-byte types padded to 1) */
   char buffer_format[4];   /* PEP 3118 format, "" when the type has none */
   char typekind;           /* NumPy array-interface kind, 0 when NumPy has no native type */
@@ -50,8 +51,9 @@ typedef struct {
 } DTypeObject;
 
 extern PyTypeObject BridgeDType_Type;
-/* The registered dtype for DLPack (code, bits), or NULL (borrowed). */
-DTypeObject *bridge_dtype_from_dlpack(int code, int bits);
+/* The registered dtype for DLPack (code, bits, lanes), or NULL (borrowed).
+ * lanes > 1 only names a packed sub-byte type (two float4 values per byte). */
+DTypeObject *bridge_dtype_from_dlpack(int code, int bits, int lanes);
 /* The registered unsigned dtype of `itemsize` bytes (uint8..uint64; complex128
  * for 16), used to move bits without interpreting them (borrowed). */
 DTypeObject *bridge_bits_dtype(int itemsize);

@@ -9,11 +9,16 @@
 #define MAX_BITS 128
 
 static DTypeObject *by_dlpack[MAX_CODE][MAX_BITS + 1]; /* strong references */
-static DTypeObject *by_bits_size[17];                  /* strong references */
+/* Packed sub-byte types (lanes * bits == 8: one byte holds 8 / bits values),
+ * by (code, bits). */
+static DTypeObject *by_packed[MAX_CODE][8];
+static DTypeObject *by_bits_size[17]; /* strong references */
 
-DTypeObject *bridge_dtype_from_dlpack(int code, int bits) {
+DTypeObject *bridge_dtype_from_dlpack(int code, int bits, int lanes) {
   if (code < 0 || code >= MAX_CODE || bits < 0 || bits > MAX_BITS) return NULL;
-  return by_dlpack[code][bits];
+  if (lanes == 1) return by_dlpack[code][bits];
+  if (bits > 0 && bits < 8 && lanes * bits == 8) return by_packed[code][bits];
+  return NULL;
 }
 
 DTypeObject *bridge_bits_dtype(int itemsize) {
@@ -30,30 +35,37 @@ static int copy_name(char *dst, const char *src, const char *what) {
 }
 
 /* DTypeBase.__new__(cls, code, bits, itemsize, kind, signed, buffer_format,
- * typekind, arrow_format): a new dtype, registered by (code, bits). Called
- * once per dtype by bridge.core.dtypes. */
+ * typekind, arrow_format, lanes=1): a new dtype, registered by (code, bits,
+ * lanes). lanes > 1 is a packed sub-byte type: one byte of lanes values of
+ * `bits` bits (lanes * bits == 8, itemsize 1). Called once per dtype by
+ * bridge.core.dtypes. */
 static PyObject *dtype_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-  int code, bits, itemsize, kind, is_signed;
+  int code, bits, itemsize, kind, is_signed, lanes = 1;
   const char *fmt, *typekind, *arrow;
   static char *kwlist[] = {"code", "bits", "itemsize", "kind", "signed", "buffer_format",
-                           "typekind", "arrow_format", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiipsss:DTypeBase", kwlist, &code, &bits,
-                                   &itemsize, &kind, &is_signed, &fmt, &typekind, &arrow))
+                           "typekind", "arrow_format", "lanes", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiipsss|i:DTypeBase", kwlist, &code, &bits,
+                                   &itemsize, &kind, &is_signed, &fmt, &typekind, &arrow, &lanes))
     return NULL;
   if (code < 0 || code >= MAX_CODE || bits <= 0 || bits > MAX_BITS || itemsize <= 0 ||
-      itemsize > 16 || kind < KIND_BOOL || kind > KIND_COMPLEX || strlen(typekind) > 1) {
-    PyErr_SetString(PyExc_ValueError, "DTypeBase: invalid code, bits, itemsize, kind or typekind");
+      itemsize > 16 || kind < KIND_BOOL || kind > KIND_COMPLEX || strlen(typekind) > 1 ||
+      (lanes != 1 && !(bits < 8 && lanes * bits == 8 && itemsize == 1))) {
+    PyErr_SetString(PyExc_ValueError,
+                    "DTypeBase: invalid code, bits, itemsize, kind, typekind or lanes (lanes > 1 only "
+                    "for a packed sub-byte type: lanes * bits == 8)");
     return NULL;
   }
-  if (by_dlpack[code][bits] != NULL) {
-    PyErr_Format(PyExc_ValueError, "a dtype with DLPack code %d and %d bits exists already",
-                 code, bits);
+  DTypeObject **slot = lanes == 1 ? &by_dlpack[code][bits] : &by_packed[code][bits];
+  if (*slot != NULL) {
+    PyErr_Format(PyExc_ValueError, "a dtype with DLPack code %d, %d bits and %d lanes exists already",
+                 code, bits, lanes);
     return NULL;
   }
   DTypeObject *self = (DTypeObject *)type->tp_alloc(type, 0);
   if (self == NULL) return NULL;
   self->code = (uint8_t)code;
   self->bits = (uint8_t)bits;
+  self->lanes = (uint16_t)lanes;
   self->itemsize = itemsize;
   self->kind = (uint8_t)kind;
   self->is_signed = (uint8_t)is_signed;
@@ -63,7 +75,7 @@ static PyObject *dtype_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_DECREF(self);
     return NULL;
   }
-  by_dlpack[code][bits] = (DTypeObject *)Py_NewRef(self);
+  *slot = (DTypeObject *)Py_NewRef(self);
   int is_bits_type = (code == kDLUInt && kind == KIND_INT) || (code == kDLComplex && itemsize == 16);
   if (is_bits_type && by_bits_size[itemsize] == NULL)
     by_bits_size[itemsize] = (DTypeObject *)Py_NewRef(self);
@@ -77,7 +89,7 @@ static PyObject *dtype_get_itemsize(DTypeObject *self, void *c) {
 
 static PyObject *dtype_get_dlpack(DTypeObject *self, void *c) {
   (void)c;
-  return Py_BuildValue("(iii)", self->code, self->bits, 1);
+  return Py_BuildValue("(iii)", self->code, self->bits, self->lanes);
 }
 
 static PyObject *dtype_get_arrow_format(DTypeObject *self, void *c) {
@@ -107,7 +119,8 @@ static PyGetSetDef dtype_getset[] = {
     {"_signed", (getter)dtype_get_signed, NULL, "Whether the type holds negative values.", NULL},
     {"itemsize", (getter)dtype_get_itemsize, NULL, "Bytes one element occupies in memory.", NULL},
     {"dlpack", (getter)dtype_get_dlpack, NULL,
-     "(code, bits, lanes) as in DLPack's DLDataType (sub-byte types report their logical bits).",
+     "(code, bits, lanes) as in DLPack's DLDataType (sub-byte types report their logical bits; "
+     "a packed type such as float4_e2m1fn_x2 its values per element as lanes).",
      NULL},
     {"arrow_format", (getter)dtype_get_arrow_format, NULL,
      "Arrow C data format of the zero-copy Arrow type, or None when Arrow has none.", NULL},
@@ -121,7 +134,7 @@ PyTypeObject BridgeDType_Type = {
     .tp_basicsize = sizeof(DTypeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "DTypeBase(code, bits, itemsize, kind, signed, buffer_format, typekind, "
-              "arrow_format)\n--\n\nThe C part of bridge.dtype.",
+              "arrow_format, lanes=1)\n--\n\nThe C part of bridge.dtype.",
     .tp_new = dtype_new,
     .tp_getset = dtype_getset,
 };

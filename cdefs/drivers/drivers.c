@@ -5,8 +5,10 @@
 
 #include "interop/interop.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define NAME_LEGACY BRIDGE_NAME_LEGACY
 #define NAME_VERSIONED BRIDGE_NAME_VERSIONED
@@ -100,8 +102,17 @@ static PyObject *py_mark_consumed(PyObject *mod, PyObject *capsule) {
 
 /* ---------------------------------------------- any library's exchange API */
 
+/* The table of the major version bridge knows in the capsule's version
+ * chain; NULL with BufferError when the chain has none. */
 static DLPackExchangeAPI *api_of(PyObject *capsule) {
-  return (DLPackExchangeAPI *)PyCapsule_GetPointer(capsule, BRIDGE_NAME_API);
+  DLPackExchangeAPIHeader *h = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(capsule, BRIDGE_NAME_API);
+  if (h == NULL) return NULL;
+  DLPackExchangeAPI *api = bridge_exchange_api_known(h);
+  if (api == NULL)
+    PyErr_Format(PyExc_BufferError,
+                 "exchange API version %u.%u: its prev_api chain holds no major version %d table",
+                 h->version.major, h->version.minor, DLPACK_MAJOR_VERSION);
+  return api;
 }
 
 typedef struct {
@@ -147,9 +158,6 @@ static PyObject *py_api_convert(PyObject *mod, PyObject *const *args, Py_ssize_t
   if (nargs != 3) return PyErr_Format(PyExc_TypeError, "api_convert(src_api, dst_api, obj)");
   DLPackExchangeAPI *src = api_of(args[0]), *dst = src ? api_of(args[1]) : NULL;
   if (src == NULL || dst == NULL) return NULL;
-  if (src->header.version.major != DLPACK_MAJOR_VERSION || dst->header.version.major != DLPACK_MAJOR_VERSION)
-    return PyErr_Format(PyExc_BufferError, "exchange API major versions %u and %u: only %d is known",
-                        src->header.version.major, dst->header.version.major, DLPACK_MAJOR_VERSION);
   if (src->managed_tensor_from_py_object_no_sync == NULL || dst->managed_tensor_to_py_object_no_sync == NULL)
     return PyErr_Format(PyExc_BufferError, "an exchange API lacks the functions a conversion needs");
   DLManagedTensorVersioned *m = NULL;
@@ -243,6 +251,293 @@ static PyObject *py_api_stream(PyObject *mod, PyObject *const *args, Py_ssize_t 
   return PyLong_FromVoidPtr(stream);
 }
 
+/* ------------------------------------------- exchange API version chains */
+
+/* Tables a consumer must not use (a major version it does not know): each
+ * call counts and fails. The one it may use (major 1) delegates to bridge's
+ * own table, taking the bridge tensor from the object's `tensor` attribute,
+ * and counts too. */
+static uint64_t chain_known_calls, chain_unknown_calls;
+static DLPackExchangeAPI *chain_inner; /* bridge's own table */
+
+static int chain_refuse(void) {
+  chain_unknown_calls++;
+  PyErr_SetString(PyExc_RuntimeError, "a consumer called an exchange API table of a major version it "
+                                      "does not know");
+  return -1;
+}
+static int unknown_alloc(DLTensor *p, DLManagedTensorVersioned **o, void *c,
+                         void (*e)(void *, const char *, const char *)) {
+  (void)p, (void)o;
+  chain_unknown_calls++;
+  e(c, "RuntimeError", "a consumer called an exchange API table of a major version it does not know");
+  return -1;
+}
+static int unknown_from(void *x, DLManagedTensorVersioned **o) { return (void)x, (void)o, chain_refuse(); }
+static int unknown_to(DLManagedTensorVersioned *m, void **o) { return (void)m, (void)o, chain_refuse(); }
+static int unknown_peek(void *x, DLTensor *o) { return (void)x, (void)o, chain_refuse(); }
+static int unknown_stream(DLDeviceType t, int32_t i, void **o) { return (void)t, (void)i, (void)o, chain_refuse(); }
+
+static int known_from(void *x, DLManagedTensorVersioned **out) {
+  chain_known_calls++;
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = chain_inner->managed_tensor_from_py_object_no_sync(t, out);
+  Py_DECREF(t);
+  return rc;
+}
+static int known_peek(void *x, DLTensor *out) {
+  chain_known_calls++;
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = chain_inner->dltensor_from_py_object_no_sync(t, out); /* x keeps t, and t its dims */
+  Py_DECREF(t);
+  return rc;
+}
+
+/* exchange_chain(majors, loop=False) -> a "dlpack_exchange_api" capsule whose
+ * header has majors[0], prev_api a table of majors[1], ...; with loop the
+ * last prev_api points back to the first (a malformed chain). The tables are
+ * never freed: the spec has them live as long as the process. */
+static PyObject *py_exchange_chain(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs < 1 || nargs > 2) return PyErr_Format(PyExc_TypeError, "exchange_chain(majors, loop=False)");
+  int64_t majors[16];
+  int n = bridge_parse_dims(args[0], majors, 16, "majors");
+  int loop = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+  if (n < 0 || loop < 0) return NULL;
+  if (n == 0) return PyErr_Format(PyExc_ValueError, "exchange_chain needs at least one major version");
+  if (chain_inner == NULL) {
+    PyObject *cap = PyObject_GetAttrString((PyObject *)&BridgeTensor_Type, "__dlpack_c_exchange_api__");
+    chain_inner = cap ? (DLPackExchangeAPI *)PyCapsule_GetPointer(cap, BRIDGE_NAME_API) : NULL;
+    Py_XDECREF(cap);
+    if (chain_inner == NULL) return NULL;
+  }
+  DLPackExchangeAPI *next = NULL, *last = NULL;
+  for (int i = n - 1; i >= 0; i--) {
+    DLPackExchangeAPI *api = (DLPackExchangeAPI *)calloc(1, sizeof *api);
+    if (api == NULL) return PyErr_NoMemory();
+    if (last == NULL) last = api;
+    api->header.version.major = (uint32_t)majors[i];
+    api->header.version.minor = 0;
+    api->header.prev_api = next ? &next->header : NULL;
+    if (majors[i] == DLPACK_MAJOR_VERSION) {
+      api->managed_tensor_allocator = chain_inner->managed_tensor_allocator;
+      api->managed_tensor_from_py_object_no_sync = known_from;
+      api->managed_tensor_to_py_object_no_sync = chain_inner->managed_tensor_to_py_object_no_sync;
+      api->dltensor_from_py_object_no_sync = known_peek;
+      api->current_work_stream = chain_inner->current_work_stream;
+    } else {
+      api->managed_tensor_allocator = unknown_alloc;
+      api->managed_tensor_from_py_object_no_sync = unknown_from;
+      api->managed_tensor_to_py_object_no_sync = unknown_to;
+      api->dltensor_from_py_object_no_sync = unknown_peek;
+      api->current_work_stream = unknown_stream;
+    }
+    next = api;
+  }
+  if (loop) last->header.prev_api = &next->header;
+  return PyCapsule_New(next, BRIDGE_NAME_API, NULL);
+}
+
+/* exchange_chain_calls() -> (calls of major 1 tables, calls of unknown ones) */
+static PyObject *py_exchange_chain_calls(PyObject *mod, PyObject *unused) {
+  (void)mod, (void)unused;
+  return Py_BuildValue("(KK)", (unsigned long long)chain_known_calls, (unsigned long long)chain_unknown_calls);
+}
+
+/* ------------------------------------ Arrow C Device Stream adapters */
+
+/* A plain ArrowArrayStream seen as an ArrowDeviceArrayStream whose arrays
+ * carry the given device fields (what Arrow's own C++ does for CPU streams;
+ * with a CUDA device type and a sync event, a hand-made CUDA producer whose
+ * addresses are never dereferenced), and the way back for CPU arrays. No
+ * Python is touched: the inner stream's callbacks guard themselves. */
+typedef struct {
+  struct ArrowArrayStream inner;
+  ArrowDeviceType array_type; /* the arrays' device type (a malformed stream: not the stream's) */
+  int64_t device_id;
+  void *sync_event;
+} to_device_private;
+
+static int to_device_get_schema(struct ArrowDeviceArrayStream *s, struct ArrowSchema *out) {
+  to_device_private *p = (to_device_private *)s->private_data;
+  return p->inner.get_schema(&p->inner, out);
+}
+
+static int to_device_get_next(struct ArrowDeviceArrayStream *s, struct ArrowDeviceArray *out) {
+  to_device_private *p = (to_device_private *)s->private_data;
+  memset(out, 0, sizeof *out);
+  int rc = p->inner.get_next(&p->inner, &out->array);
+  if (rc == 0 && out->array.release != NULL) {
+    out->device_type = p->array_type;
+    out->device_id = p->device_id;
+    out->sync_event = p->sync_event;
+  }
+  return rc;
+}
+
+static const char *to_device_get_last_error(struct ArrowDeviceArrayStream *s) {
+  to_device_private *p = (to_device_private *)s->private_data;
+  return p->inner.get_last_error ? p->inner.get_last_error(&p->inner) : NULL;
+}
+
+static void to_device_release(struct ArrowDeviceArrayStream *s) {
+  if (s->release == NULL) return;
+  to_device_private *p = (to_device_private *)s->private_data;
+  if (p->inner.release != NULL) p->inner.release(&p->inner);
+  free(p);
+  s->release = NULL;
+}
+
+typedef struct {
+  struct ArrowDeviceArrayStream inner;
+  char error[128];
+} to_plain_private;
+
+static int to_plain_get_schema(struct ArrowArrayStream *s, struct ArrowSchema *out) {
+  to_plain_private *p = (to_plain_private *)s->private_data;
+  p->error[0] = 0;
+  return p->inner.get_schema(&p->inner, out);
+}
+
+static int to_plain_get_next(struct ArrowArrayStream *s, struct ArrowArray *out) {
+  to_plain_private *p = (to_plain_private *)s->private_data;
+  struct ArrowDeviceArray d;
+  memset(&d, 0, sizeof d);
+  p->error[0] = 0;
+  int rc = p->inner.get_next(&p->inner, &d);
+  if (rc != 0) return rc;
+  if (d.array.release != NULL && d.device_type != ARROW_DEVICE_CPU) {
+    snprintf(p->error, sizeof p->error, "a plain stream carries CPU arrays only, got device type %d",
+             (int)d.device_type);
+    d.array.release(&d.array);
+    return EINVAL;
+  }
+  *out = d.array; /* moved */
+  return 0;
+}
+
+static const char *to_plain_get_last_error(struct ArrowArrayStream *s) {
+  to_plain_private *p = (to_plain_private *)s->private_data;
+  if (p->error[0]) return p->error;
+  return p->inner.get_last_error ? p->inner.get_last_error(&p->inner) : NULL;
+}
+
+static void to_plain_release(struct ArrowArrayStream *s) {
+  if (s->release == NULL) return;
+  to_plain_private *p = (to_plain_private *)s->private_data;
+  if (p->inner.release != NULL) p->inner.release(&p->inner);
+  free(p);
+  s->release = NULL;
+}
+
+static void device_stream_capsule_destructor(PyObject *cap) {
+  struct ArrowDeviceArrayStream *s =
+      (struct ArrowDeviceArrayStream *)PyCapsule_GetPointer(cap, BRIDGE_NAME_ARROW_DEVICE_STREAM);
+  if (s == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (s->release != NULL) s->release(s);
+  free(s);
+}
+
+static void stream_capsule_destructor(PyObject *cap) {
+  struct ArrowArrayStream *s = (struct ArrowArrayStream *)PyCapsule_GetPointer(cap, BRIDGE_NAME_ARROW_STREAM);
+  if (s == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (s->release != NULL) s->release(s);
+  free(s);
+}
+
+/* Move the unreleased stream behind a capsule of this name into `out` (the
+ * capsule's struct marked released): 0, or -1 with ValueError. */
+static int move_stream(PyObject *cap, const char *name, void *out, size_t size) {
+  void *src = PyCapsule_IsValid(cap, name) ? PyCapsule_GetPointer(cap, name) : NULL;
+  if (src == NULL) {
+    PyErr_Format(PyExc_ValueError, "expected an unconsumed '%s' capsule", name);
+    return -1;
+  }
+  memcpy(out, src, size);
+  if (strcmp(name, BRIDGE_NAME_ARROW_STREAM) == 0)
+    ((struct ArrowArrayStream *)src)->release = NULL;
+  else
+    ((struct ArrowDeviceArrayStream *)src)->release = NULL;
+  return 0;
+}
+
+/* device_stream(stream_capsule, device_type=1, device_id=-1, sync_event=0,
+ * array_device_type=None): None gives the arrays the stream's device type. */
+static PyObject *py_device_stream(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs < 1 || nargs > 5)
+    return PyErr_Format(PyExc_TypeError, "device_stream(stream_capsule, device_type=1, device_id=-1, "
+                                         "sync_event=0, array_device_type=None)");
+  long dev_type = nargs > 1 ? PyLong_AsLong(args[1]) : ARROW_DEVICE_CPU;
+  long long dev_id = nargs > 2 ? PyLong_AsLongLong(args[2]) : -1;
+  void *event = nargs > 3 ? PyLong_AsVoidPtr(args[3]) : NULL;
+  long array_type = nargs > 4 && args[4] != Py_None ? PyLong_AsLong(args[4]) : dev_type;
+  if (PyErr_Occurred()) return NULL;
+  to_device_private *p = (to_device_private *)calloc(1, sizeof *p);
+  struct ArrowDeviceArrayStream *s = (struct ArrowDeviceArrayStream *)calloc(1, sizeof *s);
+  if (p == NULL || s == NULL) {
+    free(p);
+    free(s);
+    return PyErr_NoMemory();
+  }
+  if (move_stream(args[0], BRIDGE_NAME_ARROW_STREAM, &p->inner, sizeof p->inner) < 0) {
+    free(p);
+    free(s);
+    return NULL;
+  }
+  p->array_type = (ArrowDeviceType)array_type;
+  p->device_id = dev_id;
+  p->sync_event = event;
+  s->device_type = (ArrowDeviceType)dev_type;
+  s->get_schema = to_device_get_schema;
+  s->get_next = to_device_get_next;
+  s->get_last_error = to_device_get_last_error;
+  s->private_data = p;
+  s->release = to_device_release;
+  PyObject *cap = PyCapsule_New(s, BRIDGE_NAME_ARROW_DEVICE_STREAM, device_stream_capsule_destructor);
+  if (cap == NULL) {
+    s->release(s);
+    free(s);
+  }
+  return cap;
+}
+
+/* plain_stream(device_stream_capsule) */
+static PyObject *py_plain_stream(PyObject *mod, PyObject *cap_in) {
+  (void)mod;
+  to_plain_private *p = (to_plain_private *)calloc(1, sizeof *p);
+  struct ArrowArrayStream *s = (struct ArrowArrayStream *)calloc(1, sizeof *s);
+  if (p == NULL || s == NULL) {
+    free(p);
+    free(s);
+    return PyErr_NoMemory();
+  }
+  if (move_stream(cap_in, BRIDGE_NAME_ARROW_DEVICE_STREAM, &p->inner, sizeof p->inner) < 0) {
+    free(p);
+    free(s);
+    return NULL;
+  }
+  s->get_schema = to_plain_get_schema;
+  s->get_next = to_plain_get_next;
+  s->get_last_error = to_plain_get_last_error;
+  s->private_data = p;
+  s->release = to_plain_release;
+  PyObject *cap = PyCapsule_New(s, BRIDGE_NAME_ARROW_STREAM, stream_capsule_destructor);
+  if (cap == NULL) {
+    s->release(s);
+    free(s);
+  }
+  return cap;
+}
+
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 static PyMethodDef driver_functions[] = {
     {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O,
@@ -271,6 +566,21 @@ static PyMethodDef driver_functions[] = {
     FAST("api_stream", py_api_stream,
          "api_stream(api, device_type, device_id, /)\n--\n\nThe API's current work stream as an int, "
          "or None when it has no such function."),
+    FAST("exchange_chain", py_exchange_chain,
+         "exchange_chain(majors, loop=False, /)\n--\n\nA DLPack exchange API capsule whose version "
+         "chain has these major versions, first to last (prev_api); major 1 tables delegate to "
+         "bridge's for the object's `tensor` attribute, the others count and fail. loop makes the "
+         "last prev_api point back to the first."),
+    FAST("device_stream", py_device_stream,
+         "device_stream(stream_capsule, device_type=1, device_id=-1, sync_event=0, "
+         "array_device_type=None, /)\n--\n\nAn 'arrow_device_array_stream' capsule over a "
+         "plain 'arrow_array_stream' (moved out of its capsule) whose arrays carry these device "
+         "fields (sync_event: an address, 0 for NULL; array_device_type None: the stream's)."),
+    {"plain_stream", (PyCFunction)py_plain_stream, METH_O,
+     "plain_stream(device_stream_capsule, /)\n--\n\nAn 'arrow_array_stream' capsule over a device "
+     "stream of CPU arrays (moved out of its capsule); another device type fails get_next."},
+    {"exchange_chain_calls", (PyCFunction)py_exchange_chain_calls, METH_NOARGS,
+     "exchange_chain_calls()\n--\n\n(calls of exchange_chain's major 1 tables, calls of the others)."},
     {NULL, NULL, 0, NULL},
 };
 

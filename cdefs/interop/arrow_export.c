@@ -1,5 +1,6 @@
 /* Arrow export (C Data Interface, PyCapsule interface): schemas, arrays,
- * device arrays and one-chunk streams over a tensor's memory. A 1-d tensor
+ * device arrays and one-chunk streams (plain and device streams) over a
+ * tensor's memory. A 1-d tensor
  * of a primitive type is exported entirely here (Tensor.__arrow_c_array__ /
  * __arrow_c_device_array__); N-d tensors and requested schemas get their
  * layout from bridge.interop.arrow as "specs", and the structs are filled
@@ -16,6 +17,7 @@ const char BRIDGE_NAME_ARROW_SCHEMA[] = "arrow_schema";
 const char BRIDGE_NAME_ARROW_ARRAY[] = "arrow_array";
 const char BRIDGE_NAME_ARROW_DEVICE_ARRAY[] = "arrow_device_array";
 const char BRIDGE_NAME_ARROW_STREAM[] = "arrow_array_stream";
+const char BRIDGE_NAME_ARROW_DEVICE_STREAM[] = "arrow_device_array_stream";
 #define ARROW_MAX_DEPTH 64
 #define ARROW_CPU_DEVICE 1
 
@@ -206,6 +208,8 @@ STRUCT_DESTRUCTOR(array_capsule_destructor, struct ArrowArray, BRIDGE_NAME_ARROW
 STRUCT_DESTRUCTOR(device_array_capsule_destructor, struct ArrowDeviceArray,
                   BRIDGE_NAME_ARROW_DEVICE_ARRAY, (&x->array))
 STRUCT_DESTRUCTOR(stream_capsule_destructor, struct ArrowArrayStream, BRIDGE_NAME_ARROW_STREAM, x)
+STRUCT_DESTRUCTOR(device_stream_capsule_destructor, struct ArrowDeviceArrayStream,
+                  BRIDGE_NAME_ARROW_DEVICE_STREAM, x)
 
 /* A zeroed, released struct wrapped in its capsule before it is filled, so
  * every error path frees it. */
@@ -251,6 +255,19 @@ static PyObject *py_arrow_export_array(PyObject *mod, PyObject *const *args, Py_
   return cap;
 }
 
+/* An ArrowDeviceArray over the storage. No sync event: the memory's stream
+ * is waited for here, so that any consumer stream may read it at once. */
+static int device_array_fill(struct ArrowDeviceArray *d, StorageObject *st, PyObject *spec,
+                             ArrowDeviceType dev_type, int64_t dev_id) {
+  memset(d, 0, sizeof *d); /* reserved zeroed, release NULL until filled */
+  if (st->dev_type == kDLCUDA && bridge_cuda_synchronize(st->dev_id, st->stream) < 0) return -1;
+  if (array_fill(&d->array, st, spec, 0) < 0) return -1;
+  d->device_type = dev_type;
+  d->device_id = dev_id;
+  d->sync_event = NULL;
+  return 0;
+}
+
 /* arrow_export_device_array(tensor, spec, device_type, device_id) */
 static PyObject *py_arrow_export_device_array(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
@@ -263,25 +280,19 @@ static PyObject *py_arrow_export_device_array(PyObject *mod, PyObject *const *ar
   PyObject *cap = new_struct_capsule(sizeof *d, BRIDGE_NAME_ARROW_DEVICE_ARRAY,
                                      device_array_capsule_destructor, (void **)&d);
   if (cap == NULL) return NULL;
-  d->device_type = (ArrowDeviceType)dev_type;
-  d->device_id = dev_id;
-  /* No sync event: the memory's stream is waited for here, so that any
-   * consumer stream may read it at once. */
-  d->sync_event = NULL;
-  if (t->storage->dev_type == kDLCUDA && bridge_cuda_synchronize(t->storage->dev_id, t->storage->stream) < 0) {
-    Py_DECREF(cap);
-    return NULL;
-  }
-  if (array_fill(&d->array, t->storage, args[1], 0) < 0) Py_CLEAR(cap);
+  if (device_array_fill(d, t->storage, args[1], (ArrowDeviceType)dev_type, dev_id) < 0) Py_CLEAR(cap);
   return cap;
 }
 
 /* ------------------------------------------------------------- streams */
 
-/* A one-chunk stream. get_next may be called from any thread (DuckDB does),
- * so the callbacks enter Python themselves. */
+/* A one-chunk stream, plain or device (C Stream / C Device Stream
+ * interfaces). get_next may be called from any thread (DuckDB does), so the
+ * callbacks enter Python themselves. */
 typedef struct {
   PyObject *storage, *schema_spec, *array_spec;
+  ArrowDeviceType dev_type; /* device streams: where the arrays live */
+  int64_t dev_id;
   int done;
   char error[512];
 } stream_private;
@@ -296,32 +307,56 @@ static void stream_set_error(stream_private *p) {
   PyErr_Clear();
 }
 
-static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
+static int stream_schema(stream_private *p, struct ArrowSchema *out) {
   bridge_py_entry e;
-  if (st == NULL || st->release == NULL || !bridge_py_enter(&e)) return EINVAL;
-  stream_private *p = (stream_private *)st->private_data;
+  if (!bridge_py_enter(&e)) return EINVAL;
   int rc = schema_fill(out, p->schema_spec, 0) < 0 ? ENOMEM : 0;
   if (rc) stream_set_error(p);
   bridge_py_leave(&e);
   return rc;
 }
 
-static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
-  if (st == NULL || st->release == NULL) return EINVAL;
-  stream_private *p = (stream_private *)st->private_data;
-  if (p->done) {
-    memset(out, 0, sizeof *out); /* release == NULL: end of stream */
+/* The next array into `array` (a plain stream) or `device` (a device
+ * stream): the one chunk, then the end (a released struct). */
+static int stream_next(stream_private *p, struct ArrowArray *array, struct ArrowDeviceArray *device) {
+  if (p->done) { /* release == NULL: end of stream */
+    if (device != NULL) memset(device, 0, sizeof *device);
+    if (array != NULL) memset(array, 0, sizeof *array);
     return 0;
   }
   bridge_py_entry e;
   if (!bridge_py_enter(&e)) return EINVAL;
-  int rc = array_fill(out, (StorageObject *)p->storage, p->array_spec, 0) < 0 ? ENOMEM : 0;
+  StorageObject *st = (StorageObject *)p->storage;
+  int bad = device ? device_array_fill(device, st, p->array_spec, p->dev_type, p->dev_id)
+                   : array_fill(array, st, p->array_spec, 0);
+  int rc = bad < 0 ? (PyErr_ExceptionMatches(PyExc_MemoryError) ? ENOMEM : EIO) : 0;
   if (rc)
     stream_set_error(p);
   else
     p->done = 1;
   bridge_py_leave(&e);
   return rc;
+}
+
+static void stream_private_free(stream_private *p) {
+  bridge_py_entry e;
+  if (bridge_py_enter(&e)) { /* else: leak rather than touch a dying interpreter */
+    Py_XDECREF(p->storage);
+    Py_XDECREF(p->schema_spec);
+    Py_XDECREF(p->array_spec);
+    bridge_py_leave(&e);
+  }
+  free(p);
+}
+
+static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
+  if (st == NULL || st->release == NULL) return EINVAL;
+  return stream_schema((stream_private *)st->private_data, out);
+}
+
+static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
+  if (st == NULL || st->release == NULL || out == NULL) return EINVAL;
+  return stream_next((stream_private *)st->private_data, out, NULL);
 }
 
 static const char *stream_get_last_error(struct ArrowArrayStream *st) {
@@ -331,20 +366,54 @@ static const char *stream_get_last_error(struct ArrowArrayStream *st) {
 
 static void stream_release(struct ArrowArrayStream *st) {
   if (st == NULL || st->release == NULL) return;
-  stream_private *p = (stream_private *)st->private_data;
-  bridge_py_entry e;
-  if (bridge_py_enter(&e)) {
-    Py_XDECREF(p->storage);
-    Py_XDECREF(p->schema_spec);
-    Py_XDECREF(p->array_spec);
-    bridge_py_leave(&e);
-  }
-  free(p);
+  stream_private_free((stream_private *)st->private_data);
   st->release = NULL;
 }
 
-/* arrow_export_stream(tensor, schema_spec, array_spec). The stream holds the
- * tensor's storage and the owner it had: a batch is built only at get_next. */
+static int device_stream_get_schema(struct ArrowDeviceArrayStream *st, struct ArrowSchema *out) {
+  if (st == NULL || st->release == NULL) return EINVAL;
+  return stream_schema((stream_private *)st->private_data, out);
+}
+
+static int device_stream_get_next(struct ArrowDeviceArrayStream *st, struct ArrowDeviceArray *out) {
+  if (st == NULL || st->release == NULL || out == NULL) return EINVAL;
+  return stream_next((stream_private *)st->private_data, NULL, out);
+}
+
+static const char *device_stream_get_last_error(struct ArrowDeviceArrayStream *st) {
+  stream_private *p = (stream_private *)st->private_data;
+  return p != NULL && p->error[0] ? p->error : NULL;
+}
+
+static void device_stream_release(struct ArrowDeviceArrayStream *st) {
+  if (st == NULL || st->release == NULL) return;
+  stream_private_free((stream_private *)st->private_data);
+  st->release = NULL;
+}
+
+/* The stream's private part: it holds a read-only snapshot of the tensor's
+ * storage record (a later resize_ cannot move it) and its owner; a batch is
+ * built only at get_next. NULL with an exception. */
+static stream_private *stream_private_new(TensorObject *t, PyObject *schema_spec, PyObject *array_spec) {
+  stream_private *p = (stream_private *)calloc(1, sizeof *p);
+  if (p == NULL) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  StorageObject *snapshot = bridge_storage_new(t->storage->data, t->storage->nbytes, t->storage->dev_type,
+                                               t->storage->dev_id, bridge_storage_owner(t->storage), 1);
+  if (snapshot == NULL) {
+    free(p);
+    return NULL;
+  }
+  snapshot->stream = t->storage->stream; /* the work a device stream's get_next waits for */
+  p->storage = (PyObject *)snapshot;
+  p->schema_spec = Py_NewRef(schema_spec);
+  p->array_spec = Py_NewRef(array_spec);
+  return p;
+}
+
+/* arrow_export_stream(tensor, schema_spec, array_spec) */
 static PyObject *py_arrow_export_stream(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
   if (nargs != 3) return PyErr_Format(PyExc_TypeError, "arrow_export_stream(tensor, schema_spec, array_spec)");
@@ -353,23 +422,47 @@ static PyObject *py_arrow_export_stream(PyObject *mod, PyObject *const *args, Py
   struct ArrowArrayStream *st = NULL;
   PyObject *cap = new_struct_capsule(sizeof *st, BRIDGE_NAME_ARROW_STREAM, stream_capsule_destructor, (void **)&st);
   if (cap == NULL) return NULL;
-  stream_private *p = (stream_private *)calloc(1, sizeof *p);
-  StorageObject *snapshot = p ? bridge_storage_new(t->storage->data, t->storage->nbytes, t->storage->dev_type,
-                                                   t->storage->dev_id, bridge_storage_owner(t->storage), 1)
-                              : NULL;
-  if (snapshot == NULL) {
-    free(p);
+  stream_private *p = stream_private_new(t, args[1], args[2]);
+  if (p == NULL) {
     Py_DECREF(cap);
-    return p ? NULL : PyErr_NoMemory();
+    return NULL;
   }
-  p->storage = (PyObject *)snapshot; /* the record as it is now: a later resize_ cannot move it */
-  p->schema_spec = Py_NewRef(args[1]);
-  p->array_spec = Py_NewRef(args[2]);
   st->get_schema = stream_get_schema;
   st->get_next = stream_get_next;
   st->get_last_error = stream_get_last_error;
   st->private_data = p;
   st->release = stream_release;
+  return cap;
+}
+
+/* arrow_export_device_stream(tensor, schema_spec, array_spec, device_type,
+ * device_id): an 'arrow_device_array_stream' of one ArrowDeviceArray. */
+static PyObject *py_arrow_export_device_stream(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 5)
+    return PyErr_Format(PyExc_TypeError,
+                        "arrow_export_device_stream(tensor, schema_spec, array_spec, type, id)");
+  TensorObject *t = export_source(args[0]);
+  long dev_type = PyLong_AsLong(args[3]);
+  long long dev_id = PyLong_AsLongLong(args[4]);
+  if (t == NULL || PyErr_Occurred()) return NULL;
+  struct ArrowDeviceArrayStream *st = NULL;
+  PyObject *cap = new_struct_capsule(sizeof *st, BRIDGE_NAME_ARROW_DEVICE_STREAM,
+                                     device_stream_capsule_destructor, (void **)&st);
+  if (cap == NULL) return NULL;
+  stream_private *p = stream_private_new(t, args[1], args[2]);
+  if (p == NULL) {
+    Py_DECREF(cap);
+    return NULL;
+  }
+  p->dev_type = (ArrowDeviceType)dev_type;
+  p->dev_id = dev_id;
+  st->device_type = (ArrowDeviceType)dev_type;
+  st->get_schema = device_stream_get_schema;
+  st->get_next = device_stream_get_next;
+  st->get_last_error = device_stream_get_last_error;
+  st->private_data = p;
+  st->release = device_stream_release;
   return cap;
 }
 
@@ -517,6 +610,7 @@ done:
 ARROW_METHOD(tensor_arrow_c_array, "array")
 ARROW_METHOD(tensor_arrow_c_device_array, "device_array")
 ARROW_METHOD(tensor_arrow_c_stream, "stream")
+ARROW_METHOD(tensor_arrow_c_device_stream, "device_stream")
 ARROW_METHOD(tensor_arrow_c_schema, "schema")
 
 #define KW METH_FASTCALL | METH_KEYWORDS
@@ -534,6 +628,10 @@ PyMethodDef bridge_arrow_methods[] = {
     {"__arrow_c_stream__", (PyCFunction)(void (*)(void))tensor_arrow_c_stream, KW,
      "__arrow_c_stream__($self, requested_schema=None)\n--\n\nArrow PyCapsule interface: an "
      "'arrow_array_stream' of one array of the tensor's type (a tensor is a column); see bridge.arrow."},
+    {"__arrow_c_device_stream__", (PyCFunction)(void (*)(void))tensor_arrow_c_device_stream, KW,
+     "__arrow_c_device_stream__($self, requested_schema=None, **kwargs)\n--\n\nArrow PyCapsule "
+     "interface for host and CUDA memory: an 'arrow_device_array_stream' of one ArrowDeviceArray "
+     "(the array __arrow_c_device_array__ gives); see bridge.arrow."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -548,6 +646,9 @@ static PyMethodDef export_functions[] = {
     {"arrow_export_stream", (PyCFunction)(void (*)(void))py_arrow_export_stream, METH_FASTCALL,
      "arrow_export_stream(tensor, schema_spec, array_spec, /)\n--\n\nAn 'arrow_array_stream' "
      "capsule of one chunk over the tensor's storage."},
+    {"arrow_export_device_stream", (PyCFunction)(void (*)(void))py_arrow_export_device_stream, METH_FASTCALL,
+     "arrow_export_device_stream(tensor, schema_spec, array_spec, device_type, device_id, /)\n--\n\n"
+     "An 'arrow_device_array_stream' capsule of one ArrowDeviceArray over the tensor's storage."},
     {NULL, NULL, 0, NULL},
 };
 

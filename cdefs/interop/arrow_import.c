@@ -11,8 +11,6 @@
 
 #include <stdlib.h>
 
-extern const char BRIDGE_NAME_ARROW_SCHEMA[], BRIDGE_NAME_ARROW_ARRAY[],
-    BRIDGE_NAME_ARROW_DEVICE_ARRAY[], BRIDGE_NAME_ARROW_STREAM[];
 static const char NAME_ARROW_GUARD[] = "bridge.arrow_import";
 #define ARROW_MAX_DEPTH 64
 #define ARROW_MAX_BUFFERS 3 /* validity, offsets/data, data: no layout bridge reads has more */
@@ -262,29 +260,93 @@ static PyObject *py_arrow_describe_schema(PyObject *mod, PyObject *cap) {
   return s == NULL ? NULL : describe_schema(s, 0);
 }
 
+/* A stream being drained: a plain ArrowArrayStream or an
+ * ArrowDeviceArrayStream, moved out of its capsule (the source marked
+ * released), behind one set of calls. */
+typedef struct {
+  int device;
+  struct ArrowArrayStream plain;
+  struct ArrowDeviceArrayStream dev;
+} any_stream;
+
+static int any_released(any_stream *s) { return s->device ? s->dev.release == NULL : s->plain.release == NULL; }
+
+static int any_get_schema(any_stream *s, struct ArrowSchema *out) {
+  int rc;
+  Py_BEGIN_ALLOW_THREADS /* a producer may block, or take the GIL itself */
+  rc = s->device ? s->dev.get_schema(&s->dev, out) : s->plain.get_schema(&s->plain, out);
+  Py_END_ALLOW_THREADS
+  return rc;
+}
+
+/* The next array into `out` (its device fields too, for a device stream). */
+static int any_get_next(any_stream *s, struct ArrowDeviceArray *out) {
+  int rc;
+  memset(out, 0, sizeof *out);
+  Py_BEGIN_ALLOW_THREADS
+  rc = s->device ? s->dev.get_next(&s->dev, out) : s->plain.get_next(&s->plain, &out->array);
+  Py_END_ALLOW_THREADS
+  if (!s->device) {
+    out->device_type = ARROW_CPU_DEVICE;
+    out->device_id = -1;
+  }
+  return rc;
+}
+
+static const char *any_last_error(any_stream *s) {
+  if (s->device) return s->dev.get_last_error ? s->dev.get_last_error(&s->dev) : NULL;
+  return s->plain.get_last_error ? s->plain.get_last_error(&s->plain) : NULL;
+}
+
+static void any_release(any_stream *s) {
+  if (any_released(s)) return;
+  /* The producer's release may run Python code: keep our error intact. */
+  PyObject *saved = bridge_fetch_error();
+  if (s->device)
+    s->dev.release(&s->dev);
+  else
+    s->plain.release(&s->plain);
+  bridge_restore_error(saved);
+}
+
+static PyObject *stream_failed(any_stream *s, const char *what, int rc) {
+  const char *err = any_last_error(s);
+  return PyErr_Format(PyExc_RuntimeError, "Arrow stream %s failed (%d): %s", what, rc, err ? err : "no message");
+}
+
 /* arrow_import_stream(stream_capsule) -> (schema_guard, schema_desc,
- *   [(array_guard, array_desc), ...]); the stream is drained and released. */
+ *   [(array_guard, array_desc, device_type, device_id), ...]); the stream
+ * ('arrow_array_stream' or 'arrow_device_array_stream') is drained and
+ * released. A device stream's CUDA arrays make the consumer's stream wait
+ * for their sync_event; every array must be on the stream's device type. */
 static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
   (void)mod;
-  struct ArrowArrayStream *src =
-      (struct ArrowArrayStream *)capsule_struct(cap, BRIDGE_NAME_ARROW_STREAM, "stream");
+  const char *cname = PyCapsule_CheckExact(cap) ? PyCapsule_GetName(cap) : NULL;
+  any_stream s;
+  memset(&s, 0, sizeof s);
+  s.device = cname != NULL && strcmp(cname, BRIDGE_NAME_ARROW_DEVICE_STREAM) == 0;
+  void *src = capsule_struct(cap, s.device ? BRIDGE_NAME_ARROW_DEVICE_STREAM : BRIDGE_NAME_ARROW_STREAM,
+                             "stream");
   if (src == NULL) return NULL;
-  if (src->release == NULL) {
+  if (s.device) {
+    s.dev = *(struct ArrowDeviceArrayStream *)src;
+    ((struct ArrowDeviceArrayStream *)src)->release = NULL;
+  } else {
+    s.plain = *(struct ArrowArrayStream *)src;
+    ((struct ArrowArrayStream *)src)->release = NULL;
+  }
+  if (any_released(&s)) {
     PyErr_SetString(PyExc_ValueError, "the Arrow stream capsule was already consumed");
     return NULL;
   }
-  struct ArrowArrayStream st = *src;
-  src->release = NULL;
+  long stream_type = s.device ? (long)s.dev.device_type : ARROW_CPU_DEVICE;
   PyObject *batches = NULL, *result = NULL, *sguard = NULL, *sd = NULL;
   arrow_guard_t *g;
   sguard = new_guard(&g);
   if (sguard == NULL) goto done;
-  int rc;
-  Py_BEGIN_ALLOW_THREADS rc = st.get_schema(&st, &g->schema);
-  Py_END_ALLOW_THREADS if (rc != 0) {
-    const char *err = st.get_last_error ? st.get_last_error(&st) : NULL;
-    PyErr_Format(PyExc_RuntimeError, "Arrow stream get_schema failed (%d): %s", rc,
-                 err ? err : "no message");
+  int rc = any_get_schema(&s, &g->schema);
+  if (rc != 0) {
+    stream_failed(&s, "get_schema", rc);
     goto done;
   }
   if (!(sd = describe_schema(&g->schema, 0)) || !(batches = PyList_New(0))) goto done;
@@ -292,20 +354,35 @@ static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
     arrow_guard_t *bg;
     PyObject *bguard = new_guard(&bg);
     if (bguard == NULL) goto done;
-    Py_BEGIN_ALLOW_THREADS rc = st.get_next(&st, &bg->array);
-    Py_END_ALLOW_THREADS if (rc != 0) {
-      const char *err = st.get_last_error ? st.get_last_error(&st) : NULL;
-      PyErr_Format(PyExc_RuntimeError, "Arrow stream get_next failed (%d): %s", rc,
-                   err ? err : "no message");
+    struct ArrowDeviceArray next;
+    rc = any_get_next(&s, &next);
+    if (rc != 0) {
+      stream_failed(&s, "get_next", rc);
       Py_DECREF(bguard);
       goto done;
     }
+    bg->array = next.array; /* moved: the guard releases it once */
     if (bg->array.release == NULL) { /* end of stream */
       Py_DECREF(bguard);
       break;
     }
+    if ((long)next.device_type != stream_type) {
+      PyErr_Format(PyExc_ValueError,
+                   "Arrow device stream of device type %ld gave an array of device type %ld",
+                   stream_type, (long)next.device_type);
+      Py_DECREF(bguard);
+      goto done;
+    }
+    /* A CUDA producer's pending work: the consumer's stream waits for its event. */
+    if (next.device_type == ARROW_CUDA_DEVICE &&
+        bridge_cuda_wait_event((int)next.device_id, next.sync_event, bridge_current_stream()) < 0) {
+      Py_DECREF(bguard);
+      goto done;
+    }
     PyObject *ad = describe_array(&bg->array, 0);
-    PyObject *item = ad ? Py_BuildValue("(NN)", bguard, ad) : NULL;
+    PyObject *item = ad ? Py_BuildValue("(NNlL)", bguard, ad, (long)next.device_type,
+                                        (long long)next.device_id)
+                        : NULL;
     if (item == NULL) {
       Py_XDECREF(ad);
       Py_DECREF(bguard);
@@ -317,18 +394,12 @@ static PyObject *py_arrow_import_stream(PyObject *mod, PyObject *cap) {
   }
   result = Py_BuildValue("(OOO)", sguard, sd, batches);
 done:
-  if (st.release != NULL) {
-    /* The producer's release may run Python code: keep our error intact. */
-    PyObject *saved = bridge_fetch_error();
-    st.release(&st);
-    bridge_restore_error(saved);
-  }
+  any_release(&s);
   Py_XDECREF(sguard);
   Py_XDECREF(sd);
   Py_XDECREF(batches);
   return result;
 }
-
 
 /* --------------------------------------------------------- from_arrow */
 
@@ -368,7 +439,8 @@ static PyMethodDef import_functions[] = {
      "A read-only tensor over Arrow memory, zero-copy; the Arrow memory stays alive and its\n"
      "release runs once, when the last view dies. Takes pyarrow Buffer, Array, ChunkedArray,\n"
      "Tensor, FixedShapeTensorArray, one-column Table / RecordBatch, any object with\n"
-     "__arrow_c_device_array__ / __arrow_c_array__ / __arrow_c_stream__, a stream capsule or a\n"
+     "__arrow_c_device_array__ / __arrow_c_array__ / __arrow_c_device_stream__ /\n"
+     "__arrow_c_stream__, a (device) stream capsule or a\n"
      "(schema, array) capsule pair. with_mask=True returns (values, valid) for data with nulls\n"
      "(the mask a copy); bit-packed bools and several chunks need copy=True; copy=True always\n"
      "gives new, writable memory.\n\n"
@@ -380,7 +452,8 @@ static PyMethodDef import_functions[] = {
      "description, device_type, device_id): the structs moved into a guard."},
     {"arrow_import_stream", (PyCFunction)py_arrow_import_stream, METH_O,
      "arrow_import_stream(stream_capsule, /)\n--\n\n(schema guard, schema description, [(guard, "
-     "array description), ...]): the stream drained and released."},
+     "array description, device type, device id), ...]): the stream (plain or device) drained "
+     "and released."},
     {"arrow_describe_schema", (PyCFunction)py_arrow_describe_schema, METH_O,
      "arrow_describe_schema(schema_capsule, /)\n--\n\nThe schema's description, without taking it."},
     {NULL, NULL, 0, NULL},

@@ -14,6 +14,8 @@
 
 #include "interop.h"
 
+#include <limits.h>
+
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -702,6 +704,61 @@ static int stream_arg(PyObject *o, uintptr_t *out) {
   return 0;
 }
 
+int bridge_cuda_stream_protocol(PyObject *obj, long long *handle) {
+  static PyObject *name;
+  if (name == NULL && (name = PyUnicode_InternFromString("__cuda_stream__")) == NULL) return -1;
+  PyObject *method = PyObject_GetAttr(obj, name);
+  if (method == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  PyObject *r = PyObject_CallNoArgs(method);
+  Py_DECREF(method);
+  if (r == NULL) return -1;
+  long long version = -1, h = -1;
+  int ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2 && PyLong_Check(PyTuple_GET_ITEM(r, 0)) &&
+           PyLong_Check(PyTuple_GET_ITEM(r, 1));
+  if (ok) {
+    version = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 0));
+    unsigned long long u = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 1));
+    if (PyErr_Occurred() || u > (unsigned long long)LLONG_MAX) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "%.200s.__cuda_stream__() returned %R: the handle must be an "
+                   "address (an int >= 0)", Py_TYPE(obj)->tp_name, r);
+      Py_DECREF(r);
+      return -1;
+    }
+    h = (long long)u;
+  } else {
+    PyErr_Format(PyExc_TypeError, "%.200s.__cuda_stream__() returned %R, not a (version, handle) tuple of ints",
+                 Py_TYPE(obj)->tp_name, r);
+    Py_DECREF(r);
+    return -1;
+  }
+  if (version != 0) {
+    PyErr_Format(PyExc_ValueError, "%.200s.__cuda_stream__() speaks version %lld of the CUDA stream "
+                 "protocol; bridge knows version 0", Py_TYPE(obj)->tp_name, version);
+    Py_DECREF(r);
+    return -1;
+  }
+  Py_DECREF(r);
+  *handle = h ? h : 1; /* NULL is the legacy default stream, DLPack's 1 */
+  return 1;
+}
+
+/* cuda_stream_handle(obj) -> the stream handle obj's __cuda_stream__ gives. */
+static PyObject *py_cuda_stream_handle(PyObject *mod, PyObject *obj) {
+  (void)mod;
+  long long h;
+  int r = bridge_cuda_stream_protocol(obj, &h);
+  if (r < 0) return NULL;
+  if (r == 0)
+    return PyErr_Format(PyExc_TypeError, "%.200s has no __cuda_stream__ (cuda.core's CUDA stream protocol)",
+                        Py_TYPE(obj)->tp_name);
+  return PyLong_FromLongLong(h);
+}
+
 /* cuda_wait(tensor, stream): make `stream` wait for the tensor's memory. */
 static PyObject *py_cuda_wait(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
@@ -801,6 +858,11 @@ static PyMethodDef cuda_functions[] = {
      "cuda_set_stream(stream, /)\n--\n\nSet this thread's consumer stream; returns the previous one."},
     {"cuda_current_stream", (PyCFunction)py_cuda_current_stream, METH_NOARGS,
      "cuda_current_stream()\n--\n\nThis thread's consumer stream (1, the legacy default, unless set)."},
+    {"cuda_stream_handle", (PyCFunction)py_cuda_stream_handle, METH_O,
+     "cuda_stream_handle(obj, /)\n--\n\nThe CUDA stream handle an object speaking cuda.core's "
+     "stream protocol gives (__cuda_stream__() -> (0, address); address 0, the default stream, "
+     "is 1, the legacy default). TypeError without the protocol or for a malformed answer; "
+     "ValueError for another protocol version or a negative handle."},
     {"cuda_pointer_device", (PyCFunction)py_cuda_pointer_device, METH_O,
      "cuda_pointer_device(address, /)\n--\n\nThe CUDA device a pointer belongs to, -1 when unknown."},
     {NULL, NULL, 0, NULL},

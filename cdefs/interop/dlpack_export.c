@@ -95,16 +95,14 @@ PyCapsule_Destructor bridge_dlpack_capsule_destructor = capsule_destructor;
 
 /* --------------------------------------------------------------- build */
 
-void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
-  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
-  int readonly = t->storage->readonly;
-  if (readonly && !versioned) {
-    PyErr_SetString(PyExc_BufferError,
-                    "a read-only tensor cannot be exported as a legacy DLPack capsule, which has no "
-                    "READ_ONLY flag; ask for max_version >= (1, 0) or export a copy");
-    return NULL;
-  }
-  int ndim = t->ndim;
+/* A sub-byte type stored one value per byte (float4_e2m1fn, float6_*): what
+ * DLPack calls padded, which only a versioned capsule can say. */
+static int padded_subbyte(const DTypeObject *dt) { return dt->bits < 8 && dt->lanes == 1; }
+
+/* One managed tensor (struct, shape, strides in one block) over `data` in
+ * `st`, holding the storage's owner. */
+static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, const int64_t *shape,
+                   const int64_t *strides, uint64_t flags, int versioned) {
   size_t head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
   char *block = (char *)malloc(head + 2 * (size_t)ndim * sizeof(int64_t));
   if (block == NULL) {
@@ -112,9 +110,9 @@ void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
     return NULL;
   }
   int64_t *dims = (int64_t *)(block + head);
-  memcpy(dims, t->shape, (size_t)ndim * sizeof(int64_t));
-  memcpy(dims + ndim, t->strides, (size_t)ndim * sizeof(int64_t));
-  PyObject *owner = bridge_storage_owner(t->storage);
+  memcpy(dims, shape, (size_t)ndim * sizeof(int64_t));
+  memcpy(dims + ndim, strides, (size_t)ndim * sizeof(int64_t));
+  PyObject *owner = bridge_storage_owner(st);
   DLTensor *dl;
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)block;
@@ -122,8 +120,7 @@ void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
     m->version.minor = DLPACK_MINOR_VERSION;
     m->manager_ctx = owner;
     m->deleter = export_deleter_versioned;
-    if (readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    if (t->dtype->bits < 8) flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    if (st->readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     m->flags = flags;
     dl = &m->dl_tensor;
   } else {
@@ -132,19 +129,79 @@ void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
     m->deleter = export_deleter;
     dl = &m->dl_tensor;
   }
-  dl->data = bridge_tensor_data(t);
-  dl->device.device_type = (DLDeviceType)t->storage->dev_type;
-  dl->device.device_id = t->storage->dev_id;
+  dl->data = data;
+  dl->device.device_type = (DLDeviceType)st->dev_type;
+  dl->device.device_id = st->dev_id;
   dl->ndim = ndim;
-  dl->dtype.code = t->dtype->code;
-  dl->dtype.bits = t->dtype->bits;
-  dl->dtype.lanes = 1;
+  dl->dtype = dtype;
   dl->shape = dims;
-  dl->strides = dims + ndim; /* never NULL, as v1.2+ requires */
+  dl->strides = dims + ndim; /* never NULL, as v1.2+ requires (ndim 0: past the struct, unread) */
   dl->byte_offset = 0;
   Py_INCREF(owner);
   BUMP(STAT_EXPORTS);
   return block;
+}
+
+void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
+  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
+  if (t->storage->readonly && !versioned) {
+    PyErr_SetString(PyExc_BufferError,
+                    "a read-only tensor cannot be exported as a legacy DLPack capsule, which has no "
+                    "READ_ONLY flag; ask for max_version >= (1, 0) or export a copy");
+    return NULL;
+  }
+  if (padded_subbyte(t->dtype)) {
+    if (!versioned) {
+      PyErr_SetString(PyExc_BufferError,
+                      "a legacy DLPack capsule of a sub-byte type holds packed values, and this tensor "
+                      "holds one value per byte (padded, which only a versioned capsule's "
+                      "IS_SUBBYTE_TYPE_PADDED flag can say); ask for max_version >= (1, 1), or allow "
+                      "a copy (copy=None or True) for a packed one");
+      return NULL;
+    }
+    flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  }
+  DLDataType dtype = {t->dtype->code, t->dtype->bits, t->dtype->lanes};
+  return build(t->storage, bridge_tensor_data(t), dtype, t->ndim, t->shape, t->strides, flags, versioned);
+}
+
+/* A legacy capsule of a padded sub-byte tensor (host memory): its values
+ * packed, C order, little bit-endian, in new memory; shape and dtype kept,
+ * strides counting values. */
+static void *build_packed(TensorObject *t) {
+  if (!bridge_host_accessible(t->storage->dev_type)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "a legacy DLPack capsule of a sub-byte type holds packed values, and bridge packs "
+                    "only host memory; ask for max_version >= (1, 1) (a padded export)");
+    return NULL;
+  }
+  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
+  int64_t numel = bridge_numel(t), bits = t->dtype->bits, nbits;
+  if (__builtin_mul_overflow(numel, bits, &nbits) || nbits > INT64_MAX - 7) return PyErr_NoMemory();
+  StorageObject *st = bridge_storage_alloc((nbits + 7) / 8, 1);
+  if (st == NULL) return NULL;
+  const uint8_t *src = (const uint8_t *)bridge_tensor_data(t); /* itemsize 1: strides are bytes */
+  uint8_t *dst = (uint8_t *)st->data;
+  unsigned mask = (1u << bits) - 1;
+  int64_t idx[BRIDGE_MAX_NDIM] = {0}, at = 0;
+  for (int64_t k = 0; k < numel; k++) {
+    int64_t bit = k * bits;
+    unsigned word = (unsigned)(src[at] & mask) << (bit % 8);
+    dst[bit / 8] |= (uint8_t)word;
+    if (word >> 8) dst[bit / 8 + 1] |= (uint8_t)(word >> 8); /* a 6-bit value across two bytes */
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      at += t->strides[d];
+      if (++idx[d] < t->shape[d]) break;
+      at -= t->strides[d] * t->shape[d];
+      idx[d] = 0;
+    }
+  }
+  int64_t strides[BRIDGE_MAX_NDIM];
+  bridge_contiguous_strides(t->ndim, t->shape, strides);
+  DLDataType dtype = {t->dtype->code, t->dtype->bits, 1};
+  void *out = build(st, st->data, dtype, t->ndim, t->shape, strides, 0, 0);
+  Py_DECREF(st); /* the export holds the memory's owner */
+  return out;
 }
 
 PyObject *bridge_dlpack_wrap(void *managed, int versioned) {
@@ -206,21 +263,30 @@ static PyObject *device_object(int type, int id) {
 }
 
 /* The array API's stream argument for memory on (dev_type, dev_id): None (0
- * here), -1 (no synchronisation) or, on CUDA, 1, 2 or a stream handle. Host
- * memory has no streams. A stream that is not an int is a TypeError; an int
+ * here), -1 (no synchronisation) or, on CUDA, 1, 2 or a stream handle (an
+ * int, or an object of cuda.core's stream protocol, __cuda_stream__). Host
+ * memory has no streams. A stream that is neither is a TypeError; a handle
  * the device cannot take is a ValueError (BufferError is for data that cannot
  * be exported). NumPy raises RuntimeError for any stream and torch
  * AssertionError for a host int; the spec's types win. */
 int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out) {
   *out = 0;
   if (v == Py_None) return 0;
+  int overflow = 0;
+  long long s;
   if (!PyLong_Check(v) || PyBool_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "stream must be an int or None, got %.200s", Py_TYPE(v)->tp_name);
-    return -1;
+    /* a stream object of cuda.core's protocol (torch.cuda.Stream, cuda.core's Stream) */
+    int speaks = PyBool_Check(v) ? 0 : bridge_cuda_stream_protocol(v, &s);
+    if (speaks < 0) return -1;
+    if (speaks == 0) {
+      PyErr_Format(PyExc_TypeError, "stream must be an int, None or an object with __cuda_stream__, got %.200s",
+                   Py_TYPE(v)->tp_name);
+      return -1;
+    }
+  } else {
+    s = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (s == -1 && PyErr_Occurred()) return -1;
   }
-  int overflow;
-  long long s = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (s == -1 && PyErr_Occurred()) return -1;
   if (bridge_host_accessible(dev_type) && dev_type != kDLCUDAManaged) {
     if (s != -1 || overflow) {
       PyObject *dev = device_object(dev_type, dev_id);
@@ -370,7 +436,13 @@ static PyObject *tensor_dlpack(TensorObject *t, PyObject *const *args, Py_ssize_
     Py_DECREF(src);
     return NULL;
   }
-  PyObject *out = bridge_dlpack_wrap(bridge_dlpack_build((TensorObject *)src, flags, versioned), versioned);
+  TensorObject *from = (TensorObject *)src;
+  /* A legacy capsule's sub-byte values are packed: where a copy is allowed,
+   * bridge's one value per byte goes out packed (build refuses otherwise). */
+  void *managed = !versioned && padded_subbyte(from->dtype) && copy != Py_False
+                      ? build_packed(from)
+                      : bridge_dlpack_build(from, flags, versioned);
+  PyObject *out = bridge_dlpack_wrap(managed, versioned);
   Py_DECREF(src);
   return out;
 }
@@ -395,7 +467,10 @@ PyMethodDef bridge_dlpack_methods[] = {
      "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "DLPack export (array API __dlpack__): a legacy 'dltensor' capsule when max_version is None "
      "or its major is 0, else a 'dltensor_versioned' (v1.3) one. Zero-copy unless copy=True or "
-     "dl_device names another device (IS_COPIED is then set). Errors: BufferError for a read-only "
+     "dl_device names another device (IS_COPIED is then set). Sub-byte types (float4_e2m1fn, "
+     "float6_*) hold one value per byte: a versioned capsule says so (IS_SUBBYTE_TYPE_PADDED); a "
+     "legacy one cannot, and gets a packed copy of the values. float4_e2m1fn_x2 exports packed, "
+     "(17, 4, lanes 2). Errors: BufferError for a read-only tensor or (copy=False) a sub-byte "
      "tensor asked for a legacy capsule, copy=False when a copy is needed, a device bridge cannot "
      "reach, a view past its storage; TypeError/ValueError for malformed keywords (a host tensor "
      "takes stream None or -1 only; stream 0 is forbidden)."},

@@ -36,16 +36,42 @@ static int overflow(void) {
 }
 
 /* What a valid managed tensor describes: the storage spans exactly the
- * elements it can reach (negative strides too). */
+ * elements it can reach (negative strides too). packed_bits > 0: the tensor
+ * holds packed sub-byte values of that many bits (shape and strides count
+ * values, `start` is the byte of value [0, ..., 0]), to be unpacked into
+ * `dtype`, one value per byte. */
 typedef struct {
   DTypeObject *dtype;
-  int ndim, dev_type, dev_id, readonly;
+  int ndim, dev_type, dev_id, readonly, packed_bits;
   int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], nbytes, offset;
   uintptr_t start;
 } parsed_t;
 
-/* Validate a managed tensor (overflow-checked): 0, or -1 with BufferError. */
-static int parse_managed(void *p, int versioned, parsed_t *out) {
+/* Packed sub-byte values (DLPack >= 1.1: a sub-byte dtype without
+ * IS_SUBBYTE_TYPE_PADDED, and every legacy one) seen as a packed dtype of one
+ * byte per element, in place: lanes = 8 / bits values per element along the
+ * last dimension, which must hold whole bytes in order (size a multiple of
+ * lanes, stride 1 value), every other stride whole bytes. 1 when it fits
+ * (shape, strides and dtype rewritten), 0 when not. */
+static int packed_view(DLDataType dt, int ndim, int64_t *shape, int64_t *strides, DTypeObject **dtype) {
+  int lanes = 8 / dt.bits;
+  DTypeObject *packed = 8 % dt.bits == 0 ? bridge_dtype_from_dlpack(dt.code, dt.bits, lanes) : NULL;
+  if (packed == NULL || ndim == 0) return 0;
+  int last = ndim - 1;
+  if (shape[last] % lanes != 0 || (shape[last] > lanes && strides[last] != 1)) return 0;
+  for (int i = 0; i < last; i++)
+    if (shape[i] > 1 && strides[i] % lanes != 0) return 0;
+  for (int i = 0; i < last; i++) strides[i] /= lanes;
+  shape[last] /= lanes;
+  strides[last] = 1;
+  *dtype = packed;
+  return 1;
+}
+
+/* Validate a managed tensor (overflow-checked): 0, or -1 with BufferError.
+ * unpack: packed sub-byte values that no packed dtype can view in place are
+ * to be unpacked (the caller allows a copy). */
+static int parse_managed(void *p, int versioned, int unpack, parsed_t *out) {
   DLTensor *t;
   uint64_t flags;
   int modern_strides = 0; /* DLPack >= 1.2: strides must be set */
@@ -62,7 +88,8 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
   } else {
     t = &((DLManagedTensor *)p)->dl_tensor;
     /* A legacy tensor cannot say whether its memory may be written (jax's is
-     * immutable on its side): import it read-only, as NumPy does. */
+     * immutable on its side): import it read-only, as NumPy does. It cannot
+     * say its sub-byte values are padded either: they are packed. */
     flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   }
   int ndim = t->ndim;
@@ -72,15 +99,17 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
     return -1;
   }
   DLDataType dt = t->dtype;
-  if (dt.lanes != 1) {
+  int padded = (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0;
+  /* lanes > 1 is a vector type, except a packed sub-byte type of one byte
+   * (torch's float4_e2m1fn_x2 is (17, 4, lanes 2)): packed by definition. */
+  int packed_type = dt.lanes > 1 && dt.bits > 0 && dt.bits < 8 && dt.lanes * dt.bits == 8 && !padded;
+  if (dt.lanes != 1 && !packed_type) {
     PyErr_Format(PyExc_BufferError, "DLPack vector dtypes are not supported (lanes=%u)", (unsigned)dt.lanes);
     return -1;
   }
-  if (!(dt.bits != 0 && dt.bits % 8 == 0) &&
-      !(dt.bits != 0 && dt.bits < 8 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))) {
-    PyErr_Format(PyExc_BufferError,
-                 "DLPack dtype (code=%u, bits=%u) is not byte-addressable (packed sub-byte types are "
-                 "not supported)",
+  int packed_values = dt.lanes == 1 && dt.bits > 0 && dt.bits < 8 && !padded;
+  if (dt.bits == 0 || (dt.bits % 8 != 0 && dt.bits > 8)) {
+    PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u) is not byte-addressable",
                  (unsigned)dt.code, (unsigned)dt.bits);
     return -1;
   }
@@ -109,14 +138,42 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
       if (out->shape[i] > 1 && __builtin_mul_overflow(acc, out->shape[i], &acc)) return overflow();
     }
   }
-  out->dtype = bridge_dtype_from_dlpack(dt.code, dt.bits);
+  out->packed_bits = 0;
+  out->dtype = NULL;
+  if (packed_values && bridge_dtype_from_dlpack(dt.code, dt.bits, 1) != NULL) {
+    /* Packed values (little bit-endian) of a type bridge knows: seen in
+     * place through a packed dtype where one fits, else unpacked when a copy
+     * is allowed. */
+    if (unpack || !packed_view(dt, ndim, out->shape, out->strides, &out->dtype)) {
+      if (!unpack) {
+        PyErr_Format(PyExc_BufferError,
+                     "DLPack tensor of dtype (code=%u, bits=%u) is packed (%s): bridge views packed "
+                     "float4 values in place as float4_e2m1fn_x2 only when the last dimension has an even "
+                     "size and stride 1 and every other stride is even; from_dlpack(x, copy=True) "
+                     "unpacks it to one value per byte",
+                     (unsigned)dt.code, (unsigned)dt.bits,
+                     versioned ? "no IS_SUBBYTE_TYPE_PADDED flag" : "a legacy capsule cannot say padded");
+        return -1;
+      }
+      out->packed_bits = dt.bits;
+    }
+  }
+  if (out->dtype == NULL) /* (unpacked values: the type of one value per byte) */
+    out->dtype = bridge_dtype_from_dlpack(dt.code, dt.bits, dt.lanes);
   if (out->dtype == NULL) {
-    PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u) has no bridge dtype",
-                 (unsigned)dt.code, (unsigned)dt.bits);
+    PyErr_Format(PyExc_BufferError, "DLPack dtype (code=%u, bits=%u, lanes=%u) has no bridge dtype",
+                 (unsigned)dt.code, (unsigned)dt.bits, (unsigned)dt.lanes);
     return -1;
   }
   if (!known_device((int)t->device.device_type)) {
     PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
+    return -1;
+  }
+  if (out->packed_bits && !bridge_host_accessible((int)t->device.device_type)) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack tensor of dtype (code=%u, bits=%u) is packed and on device type %d: bridge "
+                 "unpacks packed values in host memory only",
+                 (unsigned)dt.code, (unsigned)dt.bits, (int)t->device.device_type);
     return -1;
   }
   uintptr_t base;
@@ -125,9 +182,11 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
     PyErr_SetString(PyExc_BufferError, "DLPack tensor has a NULL data pointer but is not empty");
     return -1;
   }
+  /* Packed values: the span in values bounds the one in bytes (overflow check only). */
   if (bridge_foreign_span(base, ndim, out->shape, out->strides, out->dtype->itemsize, &out->start,
                           &out->nbytes, &out->offset) < 0)
     return overflow();
+  if (out->packed_bits) out->start = base;
   out->ndim = ndim;
   out->dev_type = (int)t->device.device_type;
   out->dev_id = t->device.device_id;
@@ -135,15 +194,57 @@ static int parse_managed(void *p, int versioned, parsed_t *out) {
   return 0;
 }
 
+/* Packed values copied out one per byte, in new memory (C order): value i of
+ * the producer sits at bit `i * bits` from `start`, little bit-endian, and
+ * may straddle two bytes (6 bits). */
+static PyObject *unpack_values(const parsed_t *p) {
+  int64_t numel = 1;
+  for (int i = 0; i < p->ndim; i++)
+    if (__builtin_mul_overflow(numel, p->shape[i], &numel)) return PyErr_NoMemory();
+  StorageObject *st = bridge_storage_alloc(numel, 0);
+  if (st == NULL) return NULL;
+  const uint8_t *src = (const uint8_t *)p->start;
+  uint8_t *dst = (uint8_t *)st->data;
+  unsigned mask = (1u << p->packed_bits) - 1;
+  int64_t idx[BRIDGE_MAX_NDIM] = {0}, value = 0; /* value: index of the current value from start */
+  for (int64_t k = 0; k < numel; k++) {
+    int64_t bit = value * p->packed_bits; /* no overflow: the span was checked in values */
+    int64_t byte = bit >= 0 ? bit / 8 : -((-bit + 7) / 8);
+    int shift = (int)(bit - byte * 8);
+    unsigned word = src[byte];
+    if (shift + p->packed_bits > 8) word |= (unsigned)src[byte + 1] << 8;
+    dst[k] = (uint8_t)((word >> shift) & mask);
+    for (int d = p->ndim - 1; d >= 0; d--) { /* the next index, C order */
+      value += p->strides[d];
+      if (++idx[d] < p->shape[d]) break;
+      value -= p->strides[d] * p->shape[d];
+      idx[d] = 0;
+    }
+  }
+  int64_t strides[BRIDGE_MAX_NDIM];
+  bridge_contiguous_strides(p->ndim, p->shape, strides);
+  PyObject *out = bridge_tensor_new(st, p->dtype, p->ndim, p->shape, strides, 0, GEOM_IMPORT);
+  Py_DECREF(st);
+  return out;
+}
+
 /* Take ownership of a managed tensor (taken from a capsule or handed over by
  * an exchange API): the new storage owns it and runs its deleter exactly
- * once, when it dies; on any error the deleter runs at once. */
-PyObject *bridge_dlpack_take(void *managed, int versioned) {
+ * once, when it dies; on any error the deleter runs at once. With unpack,
+ * packed sub-byte values no packed dtype views are copied out (the deleter
+ * runs at once) and *copied is set. */
+static PyObject *take(void *managed, int versioned, int unpack, int *copied) {
   BUMP(STAT_IMPORTS);
   parsed_t p;
-  if (parse_managed(managed, versioned, &p) < 0) {
+  if (parse_managed(managed, versioned, unpack, &p) < 0) {
     bridge_dlpack_release(managed, versioned);
     return NULL;
+  }
+  if (p.packed_bits) {
+    PyObject *out = unpack_values(&p);
+    bridge_dlpack_release(managed, versioned);
+    if (copied) *copied = out != NULL;
+    return out;
   }
   StorageObject *storage = bridge_storage_new_import((char *)p.start, p.nbytes, p.dev_type, p.dev_id,
                                                      managed, versioned, p.readonly,
@@ -154,7 +255,10 @@ PyObject *bridge_dlpack_take(void *managed, int versioned) {
   return out;
 }
 
-PyObject *bridge_dlpack_import_capsule(PyObject *capsule) {
+PyObject *bridge_dlpack_take(void *managed, int versioned) { return take(managed, versioned, 0, NULL); }
+
+/* Consume a capsule; unpack and copied as for take(). */
+static PyObject *import_capsule(PyObject *capsule, int unpack, int *copied) {
   const char *name = PyCapsule_GetName(capsule);
   if (name == NULL && PyErr_Occurred()) return NULL;
   int versioned;
@@ -178,8 +282,10 @@ PyObject *bridge_dlpack_import_capsule(PyObject *capsule) {
   if (p == NULL) return NULL;
   /* Rename first: from here on the capsule's destructor leaves the tensor to us. */
   if (PyCapsule_SetName(capsule, versioned ? NAME_USED_VERSIONED : NAME_USED_LEGACY) < 0) return NULL;
-  return bridge_dlpack_take(p, versioned);
+  return take(p, versioned, unpack, copied);
 }
+
+PyObject *bridge_dlpack_import_capsule(PyObject *capsule) { return import_capsule(capsule, 0, NULL); }
 
 /* ------------------------------------------------ the C exchange API */
 
@@ -327,15 +433,34 @@ static int order_exchange(DLPackExchangeAPI *api, DLManagedTensorVersioned *m) {
   return bridge_cuda_order(d.device_id, ps ? (uintptr_t)ps : 1, bridge_current_stream());
 }
 
+DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h) {
+  /* A bound on the walk: a chain that loops back on itself ends here. */
+  for (int hops = 0; h != NULL && hops < 64; h = h->prev_api, hops++)
+    if (h->version.major == DLPACK_MAJOR_VERSION) return (DLPackExchangeAPI *)h;
+  return NULL;
+}
+
 /* Import through a type's exchange API. Returns the tensor; NULL with an
- * exception; or NULL with no exception when the API failed and the caller
- * should ask __dlpack__ (which applies the producer's own rules). */
+ * exception; or NULL with no exception when the API failed (or its chain
+ * holds no version bridge knows) and the caller should ask __dlpack__
+ * (which applies the producer's own rules). */
 static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObject *x) {
-  DLPackExchangeAPI *api = (DLPackExchangeAPI *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
-  if (api == NULL) return NULL;
-  if (api->header.version.major != DLPACK_MAJOR_VERSION || api->managed_tensor_from_py_object_no_sync == NULL)
-    return PyErr_Format(PyExc_BufferError, "unsupported DLPack exchange API version %u.%u",
-                        api->header.version.major, api->header.version.minor);
+  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
+  if (head == NULL) return NULL;
+  DLPackExchangeAPI *api = bridge_exchange_api_known(head);
+  if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL) {
+    PyObject *method = PyObject_GetAttr(x, str_dlpack);
+    if (method != NULL) {
+      Py_DECREF(method);
+      return NULL; /* no exception: ask __dlpack__ */
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    return PyErr_Format(PyExc_BufferError,
+                        "%.200s's DLPack exchange API is version %u.%u and its prev_api chain holds no "
+                        "major version %d table, and it has no __dlpack__ to fall back on",
+                        tp->tp_name, head->version.major, head->version.minor, DLPACK_MAJOR_VERSION);
+  }
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
     /* The producer's rules, with the dtype known: a refusal releases it. */
@@ -482,8 +607,8 @@ static uint64_t capsule_flags(PyObject *capsule) {
 /* Import the capsule a producer gave: the storage's CUDA work is ordered on
  * the stream the producer was passed (0 when none was: nothing to wait for
  * that bridge knows of). */
-static PyObject *import_asked(PyObject *capsule, uintptr_t stream) {
-  PyObject *out = bridge_dlpack_import_capsule(capsule);
+static PyObject *import_asked(PyObject *capsule, uintptr_t stream, int unpack, int *copied) {
+  PyObject *out = import_capsule(capsule, unpack, copied);
   if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
     ((TensorObject *)out)->storage->stream = stream;
   return out;
@@ -496,7 +621,7 @@ PyObject *bridge_dlpack_ask(PyObject *x, int host) {
    * array), so __dlpack_device__ need not be asked: no stream to pass. */
   PyObject *cap = host ? ask_producer_host(x, &stream) : ask_producer(x, NULL, NULL, 0, &taken, &stream);
   if (cap == NULL) return NULL;
-  PyObject *out = import_asked(cap, stream);
+  PyObject *out = import_asked(cap, stream, 0, NULL);
   Py_DECREF(cap);
   return out;
 }
@@ -551,8 +676,9 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
   if (tp == &PyCapsule_Type) {
     if (have_dev)
       return PyErr_Format(PyExc_ValueError, "device= cannot be honoured for a bare capsule; pass the array");
-    PyObject *out = bridge_dlpack_import_capsule(x);
-    if (out != NULL && copy == Py_True) Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
+    int copied = 0; /* packed values unpacked: a copy already */
+    PyObject *out = import_capsule(x, copy == Py_True, &copied);
+    if (out != NULL && copy == Py_True && !copied) Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
     return out;
   }
   PyObject *api = exchange_api_of(tp); /* (registers torch's types too) */
@@ -594,7 +720,7 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
       if (cuda == 1) { /* the producer cannot reach the device: bridge copies (the copy engine) */
         PyErr_Clear();
         PyObject *plain = ask_producer(x, NULL, NULL, 0, &taken, &stream);
-        PyObject *here = plain ? import_asked(plain, stream) : NULL;
+        PyObject *here = plain ? import_asked(plain, stream, 0, NULL) : NULL;
         Py_XDECREF(plain);
         if (here != NULL) {
           out = bridge_dlpack_transfer((TensorObject *)here, type, id);
@@ -607,7 +733,8 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
   }
   Py_XDECREF(dl_device);
   uint64_t flags = copy == Py_True ? capsule_flags(cap) : 0; /* read only when it matters */
-  PyObject *out = import_asked(cap, stream);
+  int copied = 0; /* packed values unpacked: a copy already */
+  PyObject *out = import_asked(cap, stream, copy == Py_True, &copied);
   Py_DECREF(cap);
   if (out == NULL) return NULL;
   StorageObject *st = ((TensorObject *)out)->storage;
@@ -623,7 +750,7 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
   }
   /* The producer did not say it copied (a legacy capsule cannot; some
    * producers accept copy= and ignore it): copying is ours to do. */
-  if (copy == Py_True && !(taken && (flags & DLPACK_FLAG_BITMASK_IS_COPIED)))
+  if (copy == Py_True && !copied && !(taken && (flags & DLPACK_FLAG_BITMASK_IS_COPIED)))
     Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
   return out;
 }
@@ -651,9 +778,15 @@ static PyMethodDef import_functions[] = {
      "or a (device_type, device_id) pair).\n\n"
      "torch tensors torch's own __dlpack__ refuses (requiring grad, lazy conjugate/negative views,\n"
      "sparse, quantized) are refused with torch's BufferError on every path.\n\n"
+     "Packed sub-byte values (DLPack's default for float4/float6 without IS_SUBBYTE_TYPE_PADDED,\n"
+     "and every legacy capsule) are viewed in place as float4_e2m1fn_x2 (two values per element,\n"
+     "the last dimension halved) where the layout allows; copy=True unpacks them to one value per\n"
+     "byte (float4_e2m1fn, the producer's shape); otherwise BufferError saying 'packed'.\n\n"
      "Errors: BufferError for capsules bridge cannot represent (unknown dtype or device, lanes !=\n"
-     "1, bad ndim, NULL shape, NULL strides from a >= 1.2 producer, NULL data for a non-empty\n"
-     "tensor, major version != 1, overflowing extents) and for consumed capsules; ValueError for\n"
+     "1, packed values it cannot view, bad ndim, NULL shape, NULL strides from a >= 1.2 producer,\n"
+     "NULL data for a non-empty tensor, major version != 1, overflowing extents) and for consumed\n"
+     "capsules, and for an exchange API whose chain holds no major version 1 table and no\n"
+     "__dlpack__ to fall back on; ValueError for\n"
      "capsules with a wrong name; TypeError for objects without DLPack support."},
     {"dlpack_import", (PyCFunction)py_dlpack_import, METH_O,
      "dlpack_import(capsule, /)\n--\n\nConsume a DLPack capsule into a tensor."},

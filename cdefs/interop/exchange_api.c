@@ -34,8 +34,8 @@ static int api_to_py_object(DLManagedTensorVersioned *tensor, void **out_py_obje
 
 /* A non-owning DLTensor: shape and strides point into the tensor, which
  * keeps them (unchanged and allocated) for as long as it lives, whatever
- * set_() does later. A bare DLTensor has no READ_ONLY flag: read-only
- * tensors are refused. */
+ * set_() does later. A bare DLTensor has no flags: read-only tensors, and
+ * sub-byte ones of one value per byte (padded), are refused. */
 static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
   PyObject *obj = (PyObject *)py_object;
   if (!Tensor_Check(obj)) {
@@ -49,6 +49,13 @@ static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
                     "flag; use managed_tensor_from_py_object_no_sync (or __dlpack__) instead");
     return -1;
   }
+  if (t->dtype->bits < 8 && t->dtype->lanes == 1) {
+    PyErr_SetString(PyExc_BufferError,
+                    "a sub-byte tensor of one value per byte cannot be lent as a bare DLTensor, which "
+                    "has no IS_SUBBYTE_TYPE_PADDED flag (its values would read as packed); use "
+                    "managed_tensor_from_py_object_no_sync (or __dlpack__) instead");
+    return -1;
+  }
   if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return -1;
   t->lent |= t->shape == t->inline_dims ? BRIDGE_LENT_INLINE : BRIDGE_LENT_HEAP;
   out->data = bridge_tensor_data(t);
@@ -57,7 +64,7 @@ static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
   out->ndim = t->ndim;
   out->dtype.code = t->dtype->code;
   out->dtype.bits = t->dtype->bits;
-  out->dtype.lanes = 1;
+  out->dtype.lanes = t->dtype->lanes;
   out->shape = t->shape;
   out->strides = t->strides;
   out->byte_offset = 0;

@@ -23,6 +23,11 @@ int bridge_cuda_init(PyObject *mod);
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
+/* cuda.core's CUDA stream protocol: 1 with *handle when obj has __cuda_stream__
+ * answering (0, address) (address 0, the default stream, gives 1: the legacy
+ * default, as DLPack numbers it); 0 when obj has no __cuda_stream__; -1 with
+ * TypeError/ValueError for a malformed answer or another version. */
+int bridge_cuda_stream_protocol(PyObject *obj, long long *handle);
 /* dst[...] = src (broadcast; one dtype; each side CUDA or host memory, one of
  * them CUDA) by the copy engine, the one way bridge copies CUDA memory;
  * `exc` for a missing driver or a failed driver call. */
@@ -69,6 +74,13 @@ PyObject *bridge_dlpack_ask(PyObject *x, int host);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];
+/* The table of the DLPack major version bridge knows in an exchange API's
+ * version chain (the header, then header.prev_api, ...), or NULL when the
+ * chain has none (the consumer then falls back to __dlpack__). */
+DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h);
+/* The Arrow PyCapsule interface's capsule names, written once (arrow_export.c). */
+extern const char BRIDGE_NAME_ARROW_SCHEMA[], BRIDGE_NAME_ARROW_ARRAY[], BRIDGE_NAME_ARROW_DEVICE_ARRAY[],
+    BRIDGE_NAME_ARROW_STREAM[], BRIDGE_NAME_ARROW_DEVICE_STREAM[];
 /* DLPack's capsule names, written once (dlpack_export.c). */
 extern const char BRIDGE_NAME_LEGACY[], BRIDGE_NAME_VERSIONED[], BRIDGE_NAME_USED_LEGACY[],
     BRIDGE_NAME_USED_VERSIONED[];

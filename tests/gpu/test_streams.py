@@ -101,6 +101,22 @@ def test_export_to_a_consumer_stream_waits_for_the_memory_stream():
     assert total.item() == 9.0 * N
 
 
+def test_export_to_a_cuda_stream_protocol_object_waits_for_the_memory_stream():
+    """A stream object of cuda.core's protocol (torch.cuda.Stream has
+    __cuda_stream__) is taken where an int handle is: the same ordering."""
+    x = fresh()
+    s = torch.cuda.Stream()
+    with bridge.cuda_stream(s) as handle:
+        t = bridge.from_dlpack(x)
+        assert handle.__cuda_stream__() == (0, s.cuda_stream)
+    busy_write(x, 6.0, s)
+    other = torch.cuda.Stream()
+    y = bridge.from_dlpack(t.__dlpack__(max_version=(1, 3), stream=other))  # other waits for s
+    with torch.cuda.stream(other):
+        total = torch.from_dlpack(y).sum()
+    assert total.item() == 6.0 * N
+
+
 def test_export_with_stream_minus_one_does_not_wait():
     x = fresh()
     s = torch.cuda.Stream()

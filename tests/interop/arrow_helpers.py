@@ -57,6 +57,7 @@ _STRUCT_OF = {
     b"arrow_array": "struct ArrowArray *",
     b"arrow_device_array": "struct ArrowDeviceArray *",
     b"arrow_array_stream": "struct ArrowArrayStream *",
+    b"arrow_device_array_stream": "struct ArrowDeviceArrayStream *",
 }
 
 

@@ -251,10 +251,14 @@ def _host(t: Tensor, what: str) -> Tensor:
     return t
 
 
-def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:
+def _arrow_device(t: Tensor, method: str, kwargs: dict[str, Any]) -> tuple[int, int]:
+    """The Arrow (device_type, device_id) of ``t``'s memory, for a device
+    method given ``kwargs``: the PyCapsule interface lets a consumer pass
+    keywords a producer may not know, each with value None (anything else is
+    NotImplementedError); ValueError for a device Arrow has no type for."""
     for key, value in kwargs.items():
         if value is not None:
-            raise NotImplementedError(f"__arrow_c_device_array__ does not support {key}={value!r}")
+            raise NotImplementedError(f"{method} does not support {key}={value!r}")
     dev = t.device
     if dev.type == "cpu":
         dev_type, dev_id = _ARROW_CPU, -1
@@ -264,8 +268,21 @@ def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tup
         dev_type, dev_id = _ARROW_CUDA_HOST, dev.index or 0
     else:
         raise ValueError(f"Arrow has no device type for {dev}")
+    return dev_type, dev_id
+
+
+def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:
+    dev_type, dev_id = _arrow_device(t, "__arrow_c_device_array__", kwargs)
     src, schema, array = _honour(t, requested_schema)
     return _C.arrow_export_schema(schema), _C.arrow_export_device_array(src, array, dev_type, dev_id)
+
+
+def _device_stream(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> Any:
+    """``__arrow_c_device_stream__``: one ArrowDeviceArray (the array
+    :func:`_device_array` gives) in a C Device Stream on the tensor's device."""
+    dev_type, dev_id = _arrow_device(t, "__arrow_c_device_stream__", kwargs)
+    src, schema, array = _honour(t, requested_schema)
+    return _C.arrow_export_device_stream(src, schema, array, dev_type, dev_id)
 
 
 def _array(t: Tensor, requested_schema: Any = None) -> tuple[Any, Any]:
@@ -282,12 +299,14 @@ def _schema(t: Tensor) -> Any:
     return _C.arrow_export_schema(_specs(t)[0])
 
 
-_EXPORTS = {"array": _array, "device_array": _device_array, "stream": _stream, "schema": _schema}
+_EXPORTS = {"array": _array, "device_array": _device_array, "stream": _stream,
+            "device_stream": _device_stream, "schema": _schema}  # fmt: skip
 
 
 def _export_policy(t: Tensor, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The Arrow PyCapsule methods of Tensor (``__arrow_c_array__``,
-    ``__arrow_c_device_array__``, ``__arrow_c_stream__``, ``__arrow_c_schema__``)
+    ``__arrow_c_device_array__``, ``__arrow_c_stream__``,
+    ``__arrow_c_device_stream__``, ``__arrow_c_schema__``)
     for everything their C fast path leaves: N-d tensors, requested schemas,
     device memory, every error. A tensor is a column: the stream carries one
     array of the type the array capsules give (see docs/arrow.md)."""

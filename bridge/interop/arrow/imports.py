@@ -225,9 +225,12 @@ def _from_capsules(parsed: Any, *, copy: bool, with_mask: bool) -> Any:
 
 
 def _from_stream(capsule: Any, *, copy: bool, with_mask: bool) -> Any:
+    """The tensor of an ``"arrow_array_stream"`` or ``"arrow_device_array_stream"``
+    capsule (each array on its device; the C side made the consumer's stream
+    wait for a CUDA array's sync_event)."""
     _sguard, schema, batches = _C.arrow_import_stream(capsule)
-    parts = [_tensor_from(schema, arr, guard, CPU, copy=copy, with_mask=with_mask)
-             for guard, arr in batches]  # fmt: skip
+    parts = [_tensor_from(schema, arr, guard, _device_of(dev_type, dev_id), copy=copy, with_mask=with_mask)
+             for guard, arr, dev_type, dev_id in batches]  # fmt: skip
     return _one_chunk(parts, "stream", "batches", copy=copy, with_mask=with_mask)
 
 
@@ -280,9 +283,12 @@ def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -
     types (float16 included) and ``arrow.bool8``, ChunkedArrays of one chunk,
     Tensors, FixedShapeTensorArrays (permutation honoured; the batch is the
     first dim), one-column Tables/RecordBatches, any object with
-    ``__arrow_c_device_array__``, ``__arrow_c_array__`` or ``__arrow_c_stream__``
-    (polars, nanoarrow, DuckDB results), an ``"arrow_array_stream"`` capsule
-    or a ``(schema_capsule, array_capsule)`` pair. The Arrow memory stays
+    ``__arrow_c_device_array__``, ``__arrow_c_array__``,
+    ``__arrow_c_device_stream__`` or ``__arrow_c_stream__`` (in that order of
+    preference; polars, nanoarrow, DuckDB results), an ``"arrow_array_stream"``
+    or ``"arrow_device_array_stream"`` capsule or a ``(schema_capsule,
+    array_capsule)`` pair. A device stream's arrays arrive on their device; the
+    consumer's CUDA stream waits for a CUDA array's ``sync_event``. The Arrow memory stays
     alive, and its release callback runs once, when the last view dies.
 
     ``with_mask=True`` returns ``(values, valid)``, where ``valid`` is a bool
@@ -310,6 +316,8 @@ def _from_arrow_view(obj: Any, *, copy: bool = False, with_mask: bool = False) -
     if hasattr(obj, "__arrow_c_array__"):
         return _from_capsules(_C.arrow_import(*obj.__arrow_c_array__()), copy=copy,
                               with_mask=with_mask)  # fmt: skip
+    if hasattr(obj, "__arrow_c_device_stream__"):
+        return _from_stream(obj.__arrow_c_device_stream__(), copy=copy, with_mask=with_mask)
     if hasattr(obj, "__arrow_c_stream__"):
         return _from_stream(obj.__arrow_c_stream__(), copy=copy, with_mask=with_mask)
     raise TypeError(f"{type(obj).__name__} is not Arrow data (no Arrow PyCapsule interface)")

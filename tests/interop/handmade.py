@@ -1,0 +1,65 @@
+"""Hand-made DLPack structs for the DLPack tests: a DLManagedTensor(Versioned)
+built with cffi over a NumPy buffer, whose deleter only counts its calls
+(``deleter_calls``), wrapped in a capsule by ``bridge._drivers``."""
+
+from __future__ import annotations
+
+import numpy as np
+from bridge._native import ffi
+
+from bridge.core.native import _C, _drivers
+from bridge.kit.conformance import counting_deleter
+
+# Every Handmade struct lives until the end of the session: bridge keeps a
+# consumed struct (and reads it, and calls its deleter) for as long as a view
+# of it lives, which a test's temporary Handmade(...) would not outlast.
+_KEEP_ALIVE: list[object] = []
+
+
+class Handmade:
+    """A DLManagedTensor(Versioned) built with cffi whose deleter only counts,
+    over ``buf`` (a NumPy array; by default 64 float64 0..63)."""
+
+    def __init__(self, versioned=True, shape=(2, 3), strides=None, code=2, bits=32, lanes=1,
+                 ndim=None, data=True, major=1, minor=3, flags=0, device=(1, 0), byte_offset=0,
+                 null_shape=False, null_strides=False, buf=None):  # fmt: skip
+        n = len(shape)
+        self.buf = np.arange(64, dtype=np.float64) if buf is None else buf
+        self.shape = ffi.new("int64_t[]", list(shape) or [0])
+        self.strides = ffi.new("int64_t[]", list(strides or contig(shape)) or [0])
+        if versioned:
+            self.m = ffi.new("DLManagedTensorVersioned *")
+            self.m.version.major, self.m.version.minor = major, minor
+            self.m.flags = flags
+            self.m.deleter = counting_deleter(True)
+        else:
+            self.m = ffi.new("DLManagedTensor *")
+            self.m.deleter = counting_deleter(False)
+        dl = self.m.dl_tensor
+        dl.data = ffi.cast("void *", self.buf.ctypes.data) if data else ffi.NULL
+        dl.device.device_type, dl.device.device_id = device
+        dl.ndim = n if ndim is None else ndim
+        dl.dtype.code, dl.dtype.bits, dl.dtype.lanes = code, bits, lanes
+        dl.shape = ffi.NULL if null_shape else self.shape
+        dl.strides = ffi.NULL if null_strides else self.strides
+        dl.byte_offset = byte_offset
+        self.versioned = versioned
+        _KEEP_ALIVE.append(self)
+
+    def capsule(self, kind=None):
+        addr = int(ffi.cast("uintptr_t", self.m))
+        return _drivers.make_capsule(addr, int(self.versioned) if kind is None else kind)
+
+
+def contig(shape):
+    """C-order element strides of ``shape``."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.insert(0, acc)
+        acc *= max(s, 1)
+    return out
+
+
+def deleter_calls() -> int:
+    """How many times the counting deleters ran (bridge._C's counter)."""
+    return _C.stats()["test_deleters"]
