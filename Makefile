@@ -82,7 +82,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
 	cp -r bridge $(SAN_DIR)/ && rm -rf $(SAN_DIR)/bridge/*.so $(SAN_DIR)/bridge/__pycache__
-	gcc -shared -fPIC -O1 -g $(SAN_FLAGS) -Icdefs \
+	gcc -shared -fPIC -O1 -g $(SAN_FLAGS) -D_CFFI_NO_LIMITED_API -Icdefs \
 	  -I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
 	  $(filter %.c,$(C_SOURCES)) \
 	  -o $(SAN_DIR)/bridge/_native$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
