@@ -16,6 +16,7 @@ from __future__ import annotations
 import email
 import os
 import platform
+import re
 import subprocess
 import sys
 import tarfile
@@ -76,7 +77,8 @@ def test_sdist_has_the_c_sources_and_no_tests(dists: dict[str, Path]) -> None:
     with tarfile.open(dists["sdist"]) as tar:
         top = dists["sdist"].name.removesuffix(".tar.gz")
         names = {n.removeprefix(top + "/") for n in tar.getnames()}
-    missing = (_ext_sources() | {"cdefs/build.py", "LICENSE", "pyproject.toml", "README.md"}) - names
+    missing = (_ext_sources() | {"cdefs/build.py", "LICENSE", "pyproject.toml", "README.md",
+                                 "docs/pypi-description.md"}) - names
     assert not missing, f"the sdist lacks {sorted(missing)}"
     assert not [n for n in names if n.startswith("tests")], "the sdist carries no tests (MANIFEST.in)"
     assert "bridge/py.typed" in names
@@ -98,6 +100,18 @@ def test_wheel_metadata(dists: dict[str, Path]) -> None:
     assert "arrow" in meta.get_all("Provides-Extra")
     assert not [n for n in names if n.startswith("tests/")]
     assert any(n.startswith("bridge/_native") and n.endswith(".so") for n in names)
+    # the index page shows the users' description, not the developer README
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert meta.get_payload().strip() == (ROOT / "docs" / "pypi-description.md").read_text().strip()
+
+
+def test_package_description_has_no_relative_links() -> None:
+    """An index page has no repository around it: a relative link there is dead."""
+    text = (ROOT / "docs" / "pypi-description.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)", text) + re.findall(r"^\[[^\]]+\]:\s*(\S+)", text, re.M)
+    targets += re.findall(r'(?:href|src)="([^"]+)"', text)
+    assert [u for u in targets if not u.startswith("https://")] == []
+    assert "make " not in text, "the description is for users of the package, not of the checkout"
 
 
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])
