@@ -16,7 +16,8 @@ docs/build.md ("Wheels") says why each step is there.
   the wheels' names and sizes are printed.
 - ``test``: each wheel of the wheelhouse is installed into a fresh venv of its
   own Python with no compiler to be found (PATH is the venv's bin only,
-  ``CC=/bin/false``, ``CXX=/bin/false``) and ``SMOKE`` runs there.
+  ``CC=/bin/false``, ``CXX=/bin/false``); ``SMOKE`` runs there, and the
+  ``dlpack-bridge`` console script answers ``--help``.
 - ``smoke``: ``SMOKE`` in this interpreter, against the bridge it imports
   (cibuildwheel's test command, pyproject.toml ``[tool.cibuildwheel]``).
 
@@ -325,7 +326,12 @@ def smoke(wheel: Path, py: Python, work: Path) -> str:
     run([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel],
         env=env, cwd=work)
     # cwd: not the checkout, whose bridge/ would shadow the installed copy
-    return run([bindir / "python", "-c", SMOKE], env=env, cwd=work)
+    out = run([bindir / "python", "-c", SMOKE], env=env, cwd=work)
+    # the console script is dlpack-bridge, and no `bridge` shadows iproute2's
+    usage = run([bindir / "dlpack-bridge", "--help"], env=env, cwd=work)
+    assert usage.startswith("usage: dlpack-bridge"), usage[:200]
+    assert not (bindir / "bridge").exists(), "a `bridge` script was installed"
+    return out
 
 
 def _wheels_by_python(wheelhouse: Path, pythons: list[Python]) -> list[tuple[Path, Python]]:
