@@ -119,7 +119,7 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench.py
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check bridge tests cdefs/build.py
+	$(BIN)/python -m ruff check bridge tests cdefs/build.py dlpack_bridge_pytest.py
 	$(BIN)/python -m mypy
 
 gen: $(BIN)/python

@@ -13,6 +13,7 @@ two C builds; deselect with `-m "not packaging"`."""
 
 from __future__ import annotations
 
+import configparser
 import email
 import os
 import platform
@@ -78,7 +79,7 @@ def test_sdist_has_the_c_sources_and_no_tests(dists: dict[str, Path]) -> None:
         top = dists["sdist"].name.removesuffix(".tar.gz")
         names = {n.removeprefix(top + "/") for n in tar.getnames()}
     missing = (_ext_sources() | {"cdefs/build.py", "LICENSE", "pyproject.toml", "README.md",
-                                 "docs/pypi-description.md"}) - names
+                                 "docs/pypi-description.md", "dlpack_bridge_pytest.py"}) - names
     assert not missing, f"the sdist lacks {sorted(missing)}"
     assert not [n for n in names if n.startswith("tests")], "the sdist carries no tests (MANIFEST.in)"
     assert "bridge/py.typed" in names
@@ -90,6 +91,7 @@ def test_wheel_metadata(dists: dict[str, Path]) -> None:
         (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         meta = email.message_from_bytes(whl.read(meta_name))
         license_text = whl.read(meta_name.replace("METADATA", "licenses/LICENSE")).decode()
+        entry_points = whl.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
     assert license_text == (ROOT / "LICENSE").read_text()
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert meta["License-Expression"] == "Apache-2.0"
@@ -100,6 +102,13 @@ def test_wheel_metadata(dists: dict[str, Path]) -> None:
     assert "arrow" in meta.get_all("Provides-Extra")
     assert not [n for n in names if n.startswith("tests/")]
     assert any(n.startswith("bridge/_native") and n.endswith(".so") for n in names)
+    # the console script is not iproute2's `bridge`; pytest's entry point is the
+    # top-level module that imports neither bridge nor NumPy until used
+    groups = configparser.ConfigParser(delimiters=("=",))
+    groups.read_string(entry_points)
+    assert dict(groups["console_scripts"]) == {"dlpack-bridge": "bridge.kit.cli:main"}
+    assert dict(groups["pytest11"]) == {"bridge": "dlpack_bridge_pytest"}
+    assert "dlpack_bridge_pytest.py" in names
     # the index page shows the users' description, not the developer README
     assert meta["Description-Content-Type"] == "text/markdown"
     assert meta.get_payload().strip() == (ROOT / "docs" / "pypi-description.md").read_text().strip()
