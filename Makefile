@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench lint gen gen-check install clean docs docs-tools browser-tools \
+.PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools \
   wheels test-wheels
 
 $(BIN)/python:
@@ -70,7 +70,9 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # DuckDB, and the tests where torch throws (a C++ exception from a converter
 # and torch.frombuffer refusing a strided buffer), are left out: a C++
 # exception trips an internal ASan CHECK when libasan is preloaded
-# (`duckdb.sql("select error('x')")` alone aborts).
+# (`duckdb.sql("select error('x')")` alone aborts). tests/interop/test_cuda_copy.py
+# drives the CUDA copy engine against a fake driver in subprocesses, which
+# inherit the preload and import this build.
 SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
   tests/core/test_geometry_property.py \
   tests/core/test_storage.py tests/core/test_races.py tests/interop/test_dlpack.py \
@@ -78,6 +80,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
   tests/interop/test_arrow_import.py tests/interop/test_arrow_pyarrow.py \
   tests/interop/test_arrow_peers.py tests/interop/test_arrow_lifetimes.py \
   tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
+  tests/interop/test_cuda_copy.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
@@ -117,6 +120,11 @@ test-wheels: $(WHEEL_TOOLS)
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py
+
+# The same rows counted in instructions per call (valgrind --tool=callgrind):
+# repeatable on a loaded machine, where timings are not. BENCH_IR_ARGS="-k NAME".
+bench-ir: $(STAMP)
+	$(BIN)/python tests/bench_ir.py $(BENCH_IR_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check bridge tests cdefs/build.py dlpack_bridge_pytest.py

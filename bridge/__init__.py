@@ -4,11 +4,13 @@ The core is a strided tensor with PyTorch's storage model: an
 :class:`UntypedStorage` (bytes kept alive by one owner object) viewed by
 :class:`Tensor` objects (dtype, shape, strides and offset in elements).
 
-The package has three layers, as folders: :mod:`bridge.core` (types,
+The package has four layers, as folders: :mod:`bridge.core` (types,
 storages, tensors, factories; Python classes over the C objects of
 ``bridge._C``), :mod:`bridge.interop` (one module per protocol: DLPack,
-NumPy and buffers, CUDA, Arrow) and :mod:`bridge.kit` (the interop matrix,
-the conformance checks, the CLI and the pytest plugin). The modules
+NumPy and buffers, CUDA, Arrow), :mod:`bridge.crossing` (:func:`convert`:
+from any library to any other, with what each destination can hold as
+data) and :mod:`bridge.kit` (the interop matrix, the conformance checks,
+the CLI and the pytest plugin). The modules
 ``bridge.arrow``, ``bridge.dlpack``, ``bridge.matrix`` and
 ``bridge.conformance`` are the public names of the protocol and kit modules.
 """
@@ -73,7 +75,6 @@ from bridge.core.factories import (
     zeros_like,
 )
 from bridge.core.functional import (
-    as_tensor,
     broadcast_shapes,
     broadcast_tensors,
     broadcast_to,
@@ -123,7 +124,8 @@ from bridge.core.tensor import (
     memory_format,
     preserve_format,
 )
-from bridge.interop import asarray
+from bridge.crossing.convert import CopyWarning, convert
+from bridge.interop import as_tensor, asarray
 from bridge.interop.arrow import from_arrow
 from bridge.interop.cuda import cuda_stream, current_cuda_stream, from_cuda_array_interface
 from bridge.interop.dlpack import from_dlpack, to_dlpack
@@ -205,6 +207,8 @@ __all__ = [
     "complex64",
     "complex128",
     "contiguous_format",
+    "convert",
+    "CopyWarning",
     "device",
     "double",
     "dtype",

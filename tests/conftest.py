@@ -1,7 +1,7 @@
 """Shared fixtures for the bridge test suite.
 
-The layout: ``tests/core``, ``tests/interop`` and ``tests/kit`` test the layers of
-the same names in ``bridge/``; the files at the top of ``tests/`` are the
+The layout: ``tests/core``, ``tests/interop``, ``tests/crossing`` and ``tests/kit``
+test the layers of the same names in ``bridge/``; the files at the top of ``tests/`` are the
 whole-project checks (layers and imports, the architecture page, the docs'
 examples and site, packaging, typing, introspection, the command line) and the
 helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``:

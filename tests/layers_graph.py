@@ -103,6 +103,8 @@ def layer(mod: str) -> str:
         return "interop"
     if mod.startswith("bridge.interop."):
         return "interop." + mod.split(".")[2]
+    if mod.startswith("bridge.crossing"):
+        return "crossing"
     if mod.startswith("bridge.kit"):
         return "kit"
     return "top"

@@ -30,13 +30,14 @@ REGENERATE = "python tests/test_architecture_doc.py --write"
 
 # ----------------------------------------------------------------- pictures
 
-# Boxes of the module picture: the four layers, the interop protocols and the
+# Boxes of the module picture: the five layers, the interop protocols and the
 # C extension inside them. Keys are layer() values ("c" for the extension).
 TITLES = {
     "top": "top-level shims: bridge/*.py",
     "kit": "kit: bridge/kit/ (loaded on first use)",
+    "crossing": "crossing: bridge/crossing/ (bridge.convert)",
     "interop": "interop: bridge/interop/",
-    "interop.facade": "facade: asarray",
+    "interop.facade": "facade: asarray, as_tensor",
     "core": "core: bridge/core/",
     "c": "C extension: cdefs/**/*.c built into bridge._native",
 }
@@ -45,7 +46,7 @@ NATIVE_LABELS = {
     "bridge._C": "bridge._C: the C core objects and protocol functions",
     "bridge._drivers": "bridge._drivers: test and conformance drivers",
 }
-ORDER = ["top", "kit", "interop", "core"]
+ORDER = ["top", "kit", "crossing", "interop", "core"]
 
 
 def box(mod: str) -> str:
@@ -67,7 +68,7 @@ def inner_boxes(name: str) -> list[str]:
 
 
 def rank(name: str) -> tuple[int, bool, str]:
-    """Boxes in reading order: top, kit, interop, core, then the C extension."""
+    """Boxes in reading order: top, kit, crossing, interop, core, then the C extension."""
     return ([*ORDER, "c"].index(name.split(".")[0]), name != "interop.facade", name)
 
 
@@ -116,7 +117,7 @@ def label(key: str) -> str:
 
 
 def module_edges() -> dict[tuple[str, str], bool]:
-    """(from node, to node or box) -> eager. Inside one of the four layers,
+    """(from node, to node or box) -> eager. Inside one of the five layers,
     module to module; across layers, to the imported module's box."""
     out: dict[tuple[str, str], bool] = {}
     for a, targets in EDGES.items():

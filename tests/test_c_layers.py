@@ -127,7 +127,7 @@ def test_definitions_are_found_in_their_folders() -> None:
     assert defs["bridge_storage_owner"] == {"core"}  # a static inline in core.h
     assert defs["bridge_view_methods"] == {"core"}  # a method table
     assert defs["bridge_dlpack_release"] == {"interop"}
-    assert defs["bridge_cuda_transfer"] == {"interop"}
+    assert defs["bridge_cuda_transfer"] == defs["bridge_cuda_copy"] == {"interop"}
     assert defs["bridge_init"] == {"top"}
 
 

@@ -38,6 +38,8 @@ def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
             for attr in dir(obj):
                 if attr.startswith("_") and not attr.startswith(("__dlpack", "__arrow_c")):
                     continue
+                if issubclass(obj, BaseException) and hasattr(BaseException, attr):
+                    continue  # CPython's own exception methods (add_note, with_traceback)
                 member = getattr(obj, attr)
                 if callable(member) and not isinstance(member, type):
                     yield f"{name}.{attr}", member
@@ -140,3 +142,15 @@ def test_help_renders_the_classes() -> None:
         text = pydoc.plain(pydoc.render_doc(cls))
         assert cls.__name__ in text
     assert "size(self, dim=None, /)" in pydoc.plain(pydoc.render_doc(bridge.Tensor))
+
+
+def test_help_of_tensor_shows_no_private_names() -> None:
+    """help(bridge.Tensor) names no private helper (issue 23): annotations say
+    builtins.bool, not a module's _Bool alias, and the C base is TensorBase,
+    not bridge._C.TensorBase."""
+    import re
+
+    text = pydoc.render_doc(bridge.Tensor, renderer=pydoc.plaintext)
+    assert set(re.findall(r"(?<![\w.])_[A-Za-z]\w*", text)) == set()
+    assert "bridge._C" not in text and "class Tensor(TensorBase)" in text
+    assert bridge.Tensor.__mro__[1] is _C.TensorBase

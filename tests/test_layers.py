@@ -1,6 +1,7 @@
 """The package's layers, checked from the source: the core imports no interop
-module, interop protocol modules do not import each other, and nothing but
-the kit (and the top-level shims that re-export it) imports the kit.
+module, interop protocol modules do not import each other, the crossing layer
+(``bridge.convert``) imports the core and interop only, and nothing but the
+kit (and the top-level shims that re-export it) imports the kit.
 
 The graph is read by ``tests/layers_graph.py`` (shared with the architecture
 page's test): every ``import``/``from ... import`` anywhere in a module
@@ -19,7 +20,7 @@ from layers_graph import ALL, EDGES, PROTOCOLS, SHIMS, layer
 
 def test_the_layers_exist_as_folders() -> None:
     layers = {layer(m) for m in ALL}
-    assert {"core", "interop", "kit", "top"} <= layers
+    assert {"core", "interop", "crossing", "kit", "top"} <= layers
     assert {f"interop.{p}" for p in PROTOCOLS} <= layers, layers
 
 
@@ -34,6 +35,18 @@ def test_an_interop_protocol_imports_no_other_protocol(mod: str) -> None:
     mine = layer(mod)
     bad = sorted(m for m in EDGES[mod] if layer(m) not in ("core", mine))
     assert not bad, f"{mod} ({mine}) imports {bad}"
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in ALL if layer(m) == "crossing"))
+def test_the_crossing_imports_only_the_core_interop_and_itself(mod: str) -> None:
+    bad = sorted(m for m in EDGES[mod] if layer(m) not in ("core", "crossing") and not layer(m).startswith("interop"))
+    assert not bad, f"{mod} (crossing) imports {bad}"
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in ALL if layer(m) == "core" or layer(m).startswith("interop")))
+def test_nothing_below_the_crossing_imports_it(mod: str) -> None:
+    bad = sorted(m for m in EDGES[mod] if layer(m) == "crossing")
+    assert not bad, f"{mod} imports the crossing layer: {bad}"
 
 
 @pytest.mark.parametrize("mod", sorted(m for m in ALL if layer(m) != "kit" and m not in SHIMS))
@@ -64,3 +77,4 @@ def test_the_edges_are_read() -> None:
     assert "bridge.core.native" in EDGES["bridge.interop.dlpack"]
     assert any(m.startswith("bridge.kit") for m in EDGES["bridge.matrix"])
     assert "bridge.interop.arrow.types" in EDGES["bridge.interop.arrow.export"]
+    assert "bridge.crossing.capabilities" in EDGES["bridge.crossing.convert"]

@@ -37,13 +37,19 @@ _HOST_ACCESSIBLE = frozenset(name for name, code in _DL_TYPES.items() if lib.bri
 
 class device:
     """Where a tensor's memory lives: ``device("cpu")``, ``device("cuda")``,
-    ``device("cuda:1")``, ``device("cuda", 1)``, ``device(("cuda", 1))``, or a
-    bare int meaning that CUDA ordinal (PyTorch's legacy form).
+    ``device("cuda:1")``, ``device("cuda", 1)``, ``device(("cuda", 1))``, a
+    bare int meaning that CUDA ordinal (PyTorch's legacy form), or another
+    library's device object: one with ``__dlpack_device__()`` (the device
+    exchange protocol, data-apis/array-api#972: paddle's places, bridge's own),
+    a ``torch.device``, a tvm-ffi or jax device. This is the one place a device
+    argument is read; nothing is imported to recognise foreign devices.
 
     ``type`` is the device type name and ``index`` the ordinal (None when not
     given; CPU has no index). Equality and hashing are by (type, index).
-    Unknown type names and negative or malformed indices raise ValueError;
-    arguments of the wrong type raise TypeError.
+    Unknown type names (a foreign device bridge has no name for: torch's
+    ``meta``), unknown DLPack device types and negative or malformed indices
+    raise ValueError; arguments of the wrong type (a tensor among them: pass its
+    device) raise TypeError.
     """
 
     __slots__ = ("_index", "_type")
@@ -55,6 +61,12 @@ class device:
             if index is not None:
                 raise TypeError("device(device, index) is not allowed: the device has its own index")
             return type
+        if type.__class__ is not str and _foreign_kind(type) is not None:
+            # Before the str/int/tuple forms: paddle's devices are str subclasses
+            # ("gpu:0") that say what they are through the protocol.
+            if index is not None:
+                raise TypeError(f"device({type!r}, index) is not allowed: the device has its own index")
+            return _foreign(type)
         if isinstance(type, tuple):
             if index is not None or len(type) != 2:
                 raise TypeError(f"device tuple must be (type, index), got {type!r}")
@@ -64,7 +76,7 @@ class device:
                 raise TypeError("device(int) takes no index")
             type, index = "cuda", type
         if not isinstance(type, str):
-            raise TypeError(f"device() expects a string, tuple, int or device, got {type!r}")
+            return _foreign(type)  # TypeError: a tensor, or no device at all
         name = type.strip().lower()
         if ":" in name:
             if index is not None:
@@ -109,6 +121,12 @@ class device:
         """``(DLDeviceType, device_id)``; an unspecified index maps to 0."""
         return _DL_TYPES[self._type], self._index or 0
 
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(DLDeviceType, device_id)`` (as :meth:`to_dlpack`): the device
+        exchange protocol, through which libraries that take foreign devices
+        (tvm-ffi, bridge itself) read this one."""
+        return self.to_dlpack()
+
     @classmethod
     def from_dlpack(cls, device_type: int, device_id: int) -> device:
         """The device for a DLPack ``(device_type, device_id)``; ValueError if unknown."""
@@ -142,6 +160,65 @@ class device:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (device, (self._type, self._index))
+
+
+def _foreign_kind(obj: Any) -> str | None:
+    """How a foreign device object is read: "exchange" (``__dlpack_device__``),
+    "torch", "tvm_ffi" or "jax"; None for anything else (tensors included,
+    which have ``__dlpack_device__`` too)."""
+    tp = type(obj)
+    if tp is str or isinstance(obj, device) or hasattr(tp, "__dlpack__"):
+        return None
+    if hasattr(tp, "__dlpack_device__"):
+        return "exchange"
+    top = tp.__module__.partition(".")[0]
+    if top == "torch" and tp.__name__ == "device":
+        return "torch"
+    if top == "tvm_ffi" and hasattr(obj, "dlpack_device_type"):
+        return "tvm_ffi"
+    if top in ("jax", "jaxlib") and hasattr(obj, "platform"):
+        return "jax"
+    return None
+
+
+def is_device_like(obj: Any) -> bool:
+    """Whether ``obj`` is a device object that :class:`device` reads (a bridge
+    device or a foreign one), as opposed to a dtype, a tensor or a string; so
+    that ``to(x)`` can tell a device from a dtype without guessing by failure."""
+    return isinstance(obj, device) or _foreign_kind(obj) is not None
+
+
+def _foreign(spec: Any) -> device:
+    """The bridge device for another library's device object (see :class:`device`)."""
+    tp = type(spec)
+    kind = _foreign_kind(spec)
+    if kind is None:
+        if hasattr(tp, "__dlpack__"):
+            raise TypeError(f"device() got a tensor ({tp.__module__}.{tp.__qualname__}), not a device; "
+                            "pass its device")  # fmt: skip
+        raise TypeError(f"device() expects a string, tuple, int or device object, got {spec!r}")
+    if kind == "torch":  # torch.device: its type name and index
+        return device(str(spec.type), spec.index)
+    if kind == "jax":  # a jax Device: "cpu:0", "cuda:0"
+        return CPU if spec.platform == "cpu" else device(str(spec))
+    if kind == "tvm_ffi":
+        pair: Any = (spec.dlpack_device_type(), spec.index)
+    else:
+        try:
+            pair = tp.__dlpack_device__(spec)
+        except Exception as e:
+            raise TypeError(f"{spec!r} cannot be read as a device: its __dlpack_device__() raised "
+                            f"{type(e).__name__}: {e}") from e  # fmt: skip
+    ok = isinstance(pair, tuple) and len(pair) == 2
+    if not ok or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise TypeError(f"__dlpack_device__() of {spec!r} gave {pair!r}, not a (device_type, device_id) "
+                        "tuple of ints")  # fmt: skip
+    code, dev_id = int(pair[0]), int(pair[1])
+    if code not in _BY_DL:
+        raise ValueError(f"{spec!r} is on DLPack device type {code}, which bridge has no name for")
+    if dev_id < 0:
+        raise ValueError(f"{spec!r} has a negative device id {dev_id}")
+    return device.from_dlpack(code, dev_id)
 
 
 CPU = device("cpu")

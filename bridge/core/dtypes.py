@@ -10,6 +10,8 @@ data format. Promotion follows PyTorch's rules (``torch.promote_types``,
 from __future__ import annotations
 
 import builtins
+import difflib
+import warnings
 from typing import Any
 
 import numpy as np
@@ -181,6 +183,13 @@ class dtype(_C.DTypeBase):
             raise TypeError(f"to_complex() is only defined for floating types, not {self}")
         return complex128 if self is float64 else complex64
 
+    def __dlpack_data_type__(self) -> tuple[builtins.int, builtins.int, builtins.int]:
+        """``(code, bits, lanes)`` as in DLPack's ``DLDataType``: the dtype exchange
+        protocol (data-apis/array-api#972), through which libraries that take
+        foreign dtypes (tvm-ffi, bridge itself) read this one."""
+        code, bits, lanes = self.dlpack
+        return code, bits, lanes
+
     def __repr__(self) -> str:
         return f"bridge.{self.name}"
 
@@ -314,32 +323,119 @@ def from_numpy_dtype(np_dtype: Any) -> dtype:
     raise TypeError(f"NumPy dtype {nd!r} has no bridge dtype")
 
 
+# Python's own types as torch reads them in dtype=: the types of Python's
+# scalars at full width (torch.empty(2, dtype=float) is float64), unlike the
+# default dtype a Python float *value* gets (float32, see result_type).
+_PYTHON_TYPES: dict[type, dtype] = {
+    builtins.bool: bool, builtins.int: int64, builtins.float: float64, builtins.complex: complex128,
+}
+
+
+def _top_module(spec: Any) -> str:
+    return type(spec).__module__.partition(".")[0]
+
+
+def _by_name(spec: str, shown: Any) -> dtype:
+    name = spec.strip()
+    found = _BY_NAME.get(name.removeprefix("torch.").removeprefix("bridge."))
+    if found is not None:
+        return found
+    try:
+        with warnings.catch_warnings():  # NumPy warns for its deprecated codes; they fail here anyway
+            warnings.simplefilter("ignore")
+            # A NumPy type string ("<f4", "i8", an array interface's typestr).
+            nd = np.dtype(name)
+    except (TypeError, ValueError, SyntaxError):
+        nd = None
+    if nd is not None and nd.kind in "biufc" and nd.fields is None:
+        return from_numpy_dtype(nd)  # ValueError for a non-native byte order
+    close = difflib.get_close_matches(name, _BY_NAME, n=3, cutoff=0.6)
+    if close:
+        hint = f"did you mean {' or '.join(close)}?" if len(close) == 1 else (
+            f"did you mean {', '.join(close[:-1])} or {close[-1]}?")  # fmt: skip
+    else:
+        hint = f"known: {', '.join(d.name for d in _ALL)}"
+    raise TypeError(f"unknown dtype {shown!r}; {hint}")
+
+
+def _from_dlpack_triple(spec: Any, triple: Any, how: str) -> dtype:
+    ok = isinstance(triple, tuple) and len(triple) == 3
+    ok = ok and all(isinstance(v, builtins.int) and not isinstance(v, builtins.bool) for v in triple)
+    if not ok:
+        raise TypeError(f"{how} of {spec!r} gave {triple!r}, not a (code, bits, lanes) tuple of ints")
+    code, bits, lanes = (builtins.int(v) for v in triple)
+    if lanes > 1:
+        raise TypeError(f"{spec!r} is a vector type of {lanes} lanes (DLPack code {code}, {bits} bits); "
+                        "bridge dtypes have one lane")  # fmt: skip
+    found = from_dlpack_code(code, bits) if lanes == 1 else None
+    if found is None:
+        raise TypeError(f"{spec!r} (DLPack code {code}, {bits} bits, {lanes} lanes) has no bridge dtype")
+    return found
+
+
 def get_dtype(spec: Any) -> dtype:
-    """Normalise a dtype given as a bridge dtype, a name ("float32", "half"), a NumPy
-    dtype or scalar type, or a torch dtype. Raises TypeError for anything unknown."""
+    """The bridge dtype that ``spec`` names, from any library. The one place a
+    dtype argument is read (factories, ``to``, ``view``, ``new_*``, ...).
+
+    Accepted: a bridge dtype; an object with ``__dlpack_data_type__()``
+    (the dtype exchange protocol: paddle's dtypes, bridge's own); a name
+    (``"float32"``, torch's aliases ``"half"``, ``"float"`` = float32,
+    ``"torch.bfloat16"``, or a NumPy type string such as ``"<f4"``); Python's
+    ``bool``, ``int``, ``float``, ``complex`` (bool, int64, float64, complex128,
+    as torch reads them); a torch dtype; a tvm-ffi dtype; a NumPy dtype or
+    scalar type, including jax's and ml_dtypes' (``jnp.bfloat16``,
+    ``ml_dtypes.float8_e4m3fn``); an MLX dtype. Nothing is imported to
+    recognise them: foreign types are known by their module and their ``str()``.
+
+    TypeError for an unknown name (naming the close ones: "did you mean
+    float16?"), for a foreign dtype bridge has no equivalent for (naming it:
+    ``torch.complex32``, a vector type of several lanes) and for anything that
+    is not a dtype; ValueError for a NumPy dtype of non-native byte order.
+    """
     if isinstance(spec, dtype):
         return spec
+    if type(spec) is str:
+        found = _BY_NAME.get(spec)  # the common case, before any normalising
+        return found if found is not None else _by_name(spec, spec)
+    exchange = getattr(type(spec), "__dlpack_data_type__", None)
+    if exchange is not None:
+        try:
+            triple = exchange(spec)
+        except Exception as e:  # paddle raises ValueError for its types without a DLPack form
+            raise TypeError(f"{spec!r} has no bridge dtype: its __dlpack_data_type__() raised "
+                            f"{type(e).__name__}: {e}") from e  # fmt: skip
+        return _from_dlpack_triple(spec, triple, "__dlpack_data_type__()")
+    if isinstance(spec, type):
+        found = _PYTHON_TYPES.get(spec)
+        if found is not None:
+            return found
+    top = _top_module(spec)
+    if top == "tvm_ffi" and hasattr(spec, "type_code"):  # a str subclass with the DLPack triple
+        return _from_dlpack_triple(spec, (spec.type_code, spec.bits, spec.lanes), "tvm_ffi.dtype")
     if isinstance(spec, str):
-        found = _BY_NAME.get(spec.removeprefix("torch.").removeprefix("bridge."))
-        if found is None:
-            raise TypeError(f"unknown dtype {spec!r}; known: {', '.join(d.name for d in _ALL)}")
-        return found
-    if spec is builtins.bool:
-        return bool
-    if spec is builtins.int:
-        return int64
-    if spec is builtins.float:
-        return float32
-    if spec is builtins.complex:
-        return complex64
-    mod = type(spec).__module__
-    if mod == "torch":  # torch.dtype: name after the dot
-        return get_dtype(str(spec))
+        return _by_name(builtins.str(spec), spec)
+    if spec is None:
+        raise TypeError("dtype None: pass a dtype (bridge.float32, torch.float32, 'float32', ...)")
+    if top not in ("numpy", "ml_dtypes", "jax", "jaxlib", "builtins") and "dtype" in type(spec).__name__.lower():
+        # torch.dtype ("torch.float32"), mlx.core.Dtype ("mlx.core.float32"): their str()
+        # is the module path and the name, which bridge shares where it has the type.
+        text = builtins.str(spec)
+        name = text.rpartition(".")[2]
+        if text.startswith(top + ".") and name.isidentifier():
+            found = _BY_NAME.get(name)
+            if found is None or name not in _CANONICAL:
+                raise TypeError(f"{text} has no bridge dtype")
+            return found
     try:
         nd = np.dtype(spec)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"cannot interpret {spec!r} as a dtype") from None
     return from_numpy_dtype(nd)
+
+
+# Names foreign libraries give their types that mean the same type in bridge
+# (bridge's aliases are torch's: "float" is float32 in torch, float64 elsewhere).
+_CANONICAL = frozenset(d.name for d in _ALL)
 
 
 # ---------------------------------------------------------------- promotion

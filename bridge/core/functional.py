@@ -1,6 +1,7 @@
 """PyTorch's module-level functions over tensors: the functional forms of the
 view ops (``bridge.permute(t, dims)`` is ``t.permute(dims)``), broadcasting,
-``from_file``, ``as_tensor``, ``equal``, type predicates and ``finfo``/``iinfo``.
+``from_file``, ``equal``, type predicates and ``finfo``/``iinfo``
+(``as_tensor``, which shares other libraries' memory, is the interop facade's).
 
 Only functions that ``torch`` has at module level are here, with its names and
 parameters. The ops themselves are the tensor methods
@@ -19,14 +20,13 @@ import numpy as np
 from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core import tensor_ops as _ops
-from bridge.core.device import device as _device
 from bridge.core.dtypes import dtype
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 
 __all__ = [
-    "as_tensor", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "chunk", "diagonal", "equal",
+    "broadcast_shapes", "broadcast_tensors", "broadcast_to", "chunk", "diagonal", "equal",
     "expand_copy", "finfo", "flatten", "flip", "from_file", "iinfo", "imag", "is_complex",
     "is_floating_point", "is_signed", "is_storage", "is_tensor", "movedim", "moveaxis", "narrow", "numel",
     "permute", "ravel", "real", "reshape", "select", "split", "squeeze", "swapaxes", "swapdims", "t",
@@ -59,24 +59,6 @@ def from_file(filename: str | os.PathLike[str], shared: bool = False, size: int 
     storage = UntypedStorage.from_file(filename, shared, nbytes=n[0] * dt.itemsize)
     out: Tensor = _C.make_tensor(storage, dt, n, (1,), 0)
     return out
-
-
-def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """``data`` as a tensor, sharing memory when possible (``torch.as_tensor``):
-    a tensor of the requested dtype/device is returned itself (another dtype:
-    a converted copy); a NumPy array is viewed (``from_numpy``, then converted
-    if ``dtype`` differs); anything else is copied as ``bridge.tensor`` does.
-    RuntimeError for a device bridge cannot allocate on or move to."""
-    from bridge.core.factories import tensor
-
-    if isinstance(data, Tensor):
-        return data.to(dtype=dtype, device=device)
-    if device is not None and _device(device).type != "cpu":
-        raise RuntimeError(f"bridge allocates only CPU memory, got device={device!r}")
-    if isinstance(data, np.ndarray):
-        viewed: Tensor = _C.from_numpy(data)
-        return viewed if dtype is None else viewed.to(dtype)
-    return tensor(data, dtype=dtype)
 
 
 # ------------------------------------------------------------ predicates

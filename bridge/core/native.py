@@ -28,7 +28,7 @@ def upcall(name: str) -> Any:
     """The object registered under an up-call name (``_C.UPCALLS``, the one
     list, in ``cdefs/core/upcalls.c``) with ``_C._register``, or None before
     it is registered. How core Python reaches what an interop module provides
-    (``"cuda_array_interface"``, ``"cuda_clone"``, ...) without importing it;
+    (``"cuda_array_interface"``, ``"arrow_export"``, ...) without importing it;
     ValueError for a name not in the list."""
     return _C.upcall(name)
 

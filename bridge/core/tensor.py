@@ -6,14 +6,16 @@ class adds the methods written in Python. The everyday view ops, ``item``,
 ``tolist``, scalar stores and dense clones are C methods of the base; what they
 do not cover comes back here (the ``_*_slow`` methods, registered as up-calls). Views computed here use
 the pure functions of :mod:`bridge.core.strides` and the one C constructor.
-Copies use NumPy as the kernel over a strided NumPy view of the storage.
+Copies use NumPy as the kernel over a strided NumPy view of the storage; copies
+of CUDA memory are the CUDA driver's copy engine (``_C.cuda_clone``,
+``_C.cuda_copy``, in ``cdefs/interop/cuda.c``).
 """
 
 from __future__ import annotations
 
 import builtins
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
 import numpy as np
@@ -22,8 +24,8 @@ from bridge.core import dtypes as _dtypes
 from bridge.core import serialize as _serialize
 from bridge.core import strides as S
 from bridge.core import tensor_ops as _ops
-from bridge.core.device import device
-from bridge.core.dtypes import dtype
+from bridge.core.device import device, is_device_like
+from bridge.core.dtypes import DType, dtype
 from bridge.core.layout import (
     _empty,
     _from_numpy_copy,
@@ -46,6 +48,9 @@ __all__ = [
     "channels_last_3d",
     "preserve_format",
 ]
+
+# The C base under the module path its type names (help() shows no bridge._C).
+TensorBase = _C.TensorBase
 
 _Bool = builtins.bool
 _Int = builtins.int
@@ -144,7 +149,7 @@ class Tensor(_C.TensorBase):
             return self.ndim == 5 and S.is_channels_last(self._shape, self._strides)
         raise ValueError(f"is_contiguous() does not take {memory_format!r}")
 
-    def is_non_overlapping_and_dense(self) -> _Bool:
+    def is_non_overlapping_and_dense(self) -> builtins.bool:
         """Whether the elements fill a contiguous block exactly once, in some dim order."""
         return S.is_non_overlapping_and_dense(self._shape, self._strides)
 
@@ -192,7 +197,7 @@ class Tensor(_C.TensorBase):
         """The imaginary parts of a complex tensor (a view); TypeError for a real one."""
         return _ops.imag(self)
 
-    def as_strided(self, size: Any, stride: Any, storage_offset: _Int | None = None) -> Tensor:
+    def as_strided(self, size: Any, stride: Any, storage_offset: builtins.int | None = None) -> Tensor:
         """A view with arbitrary geometry over the same storage; ValueError if any
         element would fall outside the storage."""
         off = self._offset if storage_offset is None else operator.index(storage_offset)
@@ -200,7 +205,7 @@ class Tensor(_C.TensorBase):
                                      S.as_shape((stride,), "stride"), off)  # fmt: skip
         return out
 
-    def set_(self, source: Any = None, storage_offset: _Int = 0, size: Any = None, stride: Any = None) -> Tensor:
+    def set_(self, source: Any = None, storage_offset: builtins.int = 0, size: Any = None, stride: Any = None) -> Tensor:
         """Repoint this tensor (in place) at ``source``: a storage (with the given
         offset, size and stride; default: all of it as 1-d), a tensor (its
         storage and geometry) or None (an empty storage). ValueError when the
@@ -249,13 +254,14 @@ class Tensor(_C.TensorBase):
 
     def _clone_slow(self, memory_format: memory_format | None = None) -> Tensor:
         """clone() of what the C path does not copy in one memcpy: other layouts
-        (NumPy), device memory (the device's kernel, CuPy for CUDA). None is
-        preserve_format, as in torch."""
+        (NumPy), CUDA memory (the CUDA driver's copy engine, ``_C.cuda_clone``).
+        None is preserve_format, as in torch."""
         if memory_format is None:
             memory_format = preserve_format
         strides = _layout_strides(self._shape, self._strides, memory_format)
         if not self._storage._host_accessible:
-            copied: Tensor = _device_kernel(self, "clone")(self, strides)
+            _check_copyable(self, "clone")
+            copied: Tensor = _C.cuda_clone(self, strides)
             return copied
         out = _empty(self._shape, self._dtype, strides)
         np.copyto(out._np_view(bits=True), self._np_view(bits=True))
@@ -269,12 +275,19 @@ class Tensor(_C.TensorBase):
             return self
         return self.clone(memory_format=memory_format)
 
-    def copy_(self, src: Any, non_blocking: _Bool = False) -> Tensor:
+    def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
         """Copy ``src`` (tensor, array, nested list or scalar; broadcast to this
-        shape and cast to this dtype as PyTorch casts) into this tensor in place."""
+        shape and cast to this dtype as PyTorch casts) into this tensor in place.
+
+        When either side is CUDA memory the CUDA driver's copy engine moves the
+        bytes (ordered on :func:`bridge.cuda_stream`'s stream; complete on
+        return when host memory is involved); a dtype cast, or a value that is
+        not a tensor, goes through host memory, where NumPy casts. RuntimeError
+        without a CUDA driver, when a driver call fails, and for other devices
+        the host cannot read."""
         self._check_writable()
         if not self._storage._host_accessible or (isinstance(src, Tensor) and not src._storage._host_accessible):
-            _device_kernel(self if not self._storage._host_accessible else src, "copy_")(self, src)
+            self._device_copy_(src)
             return self
         if isinstance(src, Tensor) and src._dtype is self._dtype:
             dst_np = self._np_view(bits=True)
@@ -283,6 +296,27 @@ class Tensor(_C.TensorBase):
         value = _as_numpy_operand(src)
         np.copyto(self._np_view(), _broadcast_for(value, self._shape), casting="unsafe")
         return self
+
+    def _device_copy_(self, src: Any) -> None:
+        """copy_() where this tensor or ``src`` is device memory: one dtype is
+        one engine copy (``_C.cuda_copy`` broadcasts); a cast or a Python value
+        comes through host memory."""
+        _check_copyable(self, "copy_")
+        if isinstance(src, Tensor):
+            _check_copyable(src, "copy_")
+            if src._dtype is self._dtype:
+                _C.cuda_copy(self, src)
+                return
+            if not src._storage._host_accessible:
+                host = _empty(src._shape, src._dtype)
+                _C.cuda_copy(host, src)
+                src = host
+        if self._storage._host_accessible:
+            self.copy_(src)
+            return
+        staged = _empty(self._shape, self._dtype)
+        staged.copy_(src)
+        _C.cuda_copy(self, staged)
 
     def fill_(self, value: Any) -> Tensor:
         """Set every element to the scalar ``value`` in place."""
@@ -302,7 +336,10 @@ class Tensor(_C.TensorBase):
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``:
         this tensor when nothing changes and ``copy`` is false, else a converted
-        copy. Only host memory can be converted (RuntimeError otherwise)."""
+        copy. Only host memory can be converted (RuntimeError otherwise).
+        Dtypes and devices may be any that :func:`bridge.get_dtype` and
+        :class:`bridge.device` read (torch's, NumPy's, ``float``, objects with
+        ``__dlpack_data_type__`` / ``__dlpack_device__``)."""
         dt: dtype | None = kwargs.pop("dtype", None)
         dev: Any = kwargs.pop("device", None)
         copy = _Bool(kwargs.pop("copy", False))
@@ -312,8 +349,8 @@ class Tensor(_C.TensorBase):
         for a in args:
             if isinstance(a, Tensor):
                 dt, dev = a._dtype, a.device
-            elif isinstance(a, (device, str)) and not (
-                isinstance(a, str) and a.removeprefix("torch.").removeprefix("bridge.") in _dtypes._BY_NAME
+            elif is_device_like(a) or (
+                type(a) is str and a.strip().removeprefix("torch.").removeprefix("bridge.") not in _dtypes._BY_NAME
             ):
                 dev = a
             else:
@@ -332,8 +369,8 @@ class Tensor(_C.TensorBase):
     @overload
     def type(self, dtype: None = None) -> str: ...
     @overload
-    def type(self, dtype: _dtypes.dtype | str) -> Tensor: ...
-    def type(self, dtype: _dtypes.dtype | str | None = None) -> str | Tensor:
+    def type(self, dtype: DType | str) -> Tensor: ...
+    def type(self, dtype: DType | str | None = None) -> str | Tensor:
         """The dtype's name when called without arguments, else ``to(dtype)``."""
         if dtype is None:
             return f"bridge.{self._dtype.name}"
@@ -401,7 +438,7 @@ class Tensor(_C.TensorBase):
     def _item_slow(self) -> Any:
         return self._values().reshape(()).item()
 
-    def __bool__(self) -> _Bool:
+    def __bool__(self) -> builtins.bool:
         n = self.numel()
         if n != 1:
             raise ValueError(f"Boolean value of Tensor with {n} elements is ambiguous")
@@ -413,33 +450,34 @@ class Tensor(_C.TensorBase):
             raise TypeError(f"can't convert complex to {what}")
         return value
 
-    def __int__(self) -> _Int:
+    def __int__(self) -> builtins.int:
         return _Int(self._real_item("int"))
 
-    def __float__(self) -> _Float:
+    def __float__(self) -> builtins.float:
         return _Float(self._real_item("float"))
 
     def __complex__(self) -> complex:
         return complex(self.item())
 
-    def __index__(self) -> _Int:
+    def __index__(self) -> builtins.int:
         if not self._dtype.is_integral or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return _Int(self._real_item("int"))
 
-    def numpy(self, *, force: _Bool = False) -> np.ndarray[Any, Any]:
+    def numpy(self, *, force: builtins.bool = False) -> np.ndarray[Any, Any]:
         """A NumPy array sharing this tensor's memory (read-only when the tensor is),
         through the tensor's buffer export.
 
         bfloat16 and float8 need ml_dtypes (TypeError naming it when missing).
         ``force=True`` returns a copy for memory the host cannot read directly
-        (through the device's copy kernel: CuPy for CUDA). Raises TypeError for
-        non-host tensors without ``force``, and BufferError for a view that
-        reaches past its storage."""
+        (CUDA memory, through the CUDA driver's copy engine; RuntimeError for
+        other devices). Raises TypeError for non-host tensors without
+        ``force``, and BufferError for a view that reaches past its storage."""
         if not self._storage._host_accessible:
             if force:
+                _check_copyable(self, "numpy")
                 host = _empty(self._shape, self._dtype)
-                _device_kernel(self, "copy_")(host, self)
+                _C.cuda_copy(host, self)
                 return host._np_view()
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy; its memory is not "
@@ -458,7 +496,7 @@ class Tensor(_C.TensorBase):
         (bfloat16, float8)."""
         return memoryview(self)  # type: ignore[arg-type]
 
-    def __array__(self, dtype: Any = None, copy: _Bool | None = None) -> np.ndarray[Any, Any]:
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray[Any, Any]:
         """NumPy 2 protocol: zero-copy unless a copy is asked for or a dtype change
         needs one; ``copy=False`` with a needed copy raises ValueError."""
         arr = self.numpy()
@@ -488,7 +526,7 @@ class Tensor(_C.TensorBase):
         """Pickle support (:mod:`bridge.core.serialize`): the storage and the geometry."""
         return _serialize.reduce_tensor(self)
 
-    def __deepcopy__(self, memo: dict[_Int, Any]) -> Tensor:
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         return _serialize.deepcopy_tensor(self, memo)
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
@@ -503,7 +541,7 @@ class Tensor(_C.TensorBase):
             self.untyped_storage().share_memory_()
         return self
 
-    def is_shared(self) -> _Bool:
+    def is_shared(self) -> builtins.bool:
         """Whether the storage is in shared memory (a shared file mapping counts)."""
         return self.untyped_storage().is_shared()
 
@@ -521,19 +559,15 @@ for _name in ("getitem_slow", "setitem_slow", "item_slow", "tolist_slow", "clone
 # ---------------------------------------------------------------- helpers
 
 
-def _device_kernel(t: Tensor, op: str) -> Callable[..., Any]:
-    dev = t.device
-    # Copy kernels for memory the host cannot touch are up-calls the interop
-    # module that knows a library for it registers (bridge.interop.cuda: CuPy).
-    name = f"{dev.type}_{op.rstrip('_')}"
-    kernel: Callable[..., Any] | None = upcall(name) if name in _C.UPCALLS else None
-    if kernel is None:
+def _check_copyable(t: Tensor, op: str) -> None:
+    """RuntimeError unless bridge can copy ``t``'s memory: host memory, or CUDA
+    memory through the CUDA driver's copy engine (bridge launches no kernels
+    and knows no other device's copy functions)."""
+    if not t._storage._host_accessible and not t.is_cuda:
         raise RuntimeError(
-            f"{op}() of {dev} memory needs a library that can copy it on the device "
-            f"(for CUDA: CuPy, `pip install cupy-cuda12x`); bridge never reads device memory "
-            "on the host"
+            f"{op}() of {t.device} memory is not supported: bridge copies device memory only on CUDA "
+            "(through the CUDA driver's copy engine) and never reads device memory on the host"
         )
-    return kernel
 
 
 def _as_numpy_operand(value: Any) -> Any:

@@ -174,7 +174,8 @@ def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     ``dim``: ``ceil(size / chunks)`` elements each, so never more views than
     the dim has elements, except for an empty dim, which gives ``chunks``
     empty views (as torch). ValueError for ``chunks <= 0`` and for an empty
-    dim asked for more than :data:`_MAX_EMPTY_PIECES` chunks."""
+    dim asked for more than 65536 chunks (a bound torch does not have: a huge
+    count would build views until memory runs out)."""
     chunks = operator.index(chunks)
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")

@@ -2,7 +2,7 @@
 and buffers, ``cuda``, ``arrow``), each converting core <-> foreign object and
 owning nothing else; they import the core and never each other. This package
 module is their facade: importing it loads every protocol, and
-:func:`asarray` picks the best protocol an object offers."""
+:func:`asarray` and :func:`as_tensor` pick the best protocol an object offers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop import arrow, cuda, dlpack, numpy, processes
 
-__all__ = ["asarray", "arrow", "cuda", "dlpack", "numpy", "processes"]
+__all__ = ["asarray", "as_tensor", "arrow", "cuda", "dlpack", "numpy", "processes"]
 
 
 def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:
@@ -56,6 +56,33 @@ def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | Non
     if copy and not fresh:
         return out.clone()
     return out
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor, sharing its memory when ``dtype`` and ``device``
+    allow, as ``torch.as_tensor`` does with NumPy arrays.
+
+    A bridge tensor of the requested dtype and device is returned itself;
+    another library's tensor or array is viewed zero-copy through the best
+    protocol it offers (DLPack, a NumPy array, ``__cuda_array_interface__``,
+    the array interface or the buffer protocol: :func:`asarray`'s order), so a
+    torch tensor, a jax or NumPy array shares its memory with the result.
+    Another ``dtype`` gives a converted copy. Python scalars and sequences are
+    copied (as ``bridge.tensor``). ``dtype`` and ``device`` may be any that
+    :func:`bridge.get_dtype` and :class:`bridge.device` read.
+
+    RuntimeError for a ``device`` other than the one the memory is on (bridge
+    never moves memory between devices) and for Python data on a device other
+    than the CPU; TypeError for data that is neither an array nor numbers.
+    """
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device)
+    shared = _share(data, None)
+    if shared is None:
+        if device is not None and _device(device).type != "cpu":
+            raise RuntimeError(f"bridge allocates only CPU memory, got device={device!r}")
+        return tensor(data, dtype=dtype)
+    return shared[0].to(dtype=dtype, device=device)
 
 
 def _share(obj: Any, copy: bool | None) -> tuple[Tensor, bool] | None:

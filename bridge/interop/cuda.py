@@ -1,12 +1,13 @@
-"""The CUDA array interface, and copies of CUDA memory (through CuPy).
+"""The CUDA array interface and the thread's CUDA consumer stream.
 
 Export: ``Tensor.__cuda_array_interface__`` (version 3) for CUDA tensors.
 Import: :func:`from_cuda_array_interface` for CuPy arrays, PyTorch CUDA
 tensors, Numba device arrays and anything else exposing
 ``__cuda_array_interface__``; the source object is the storage's owner (kept
 alive with the stream its work is ordered on). Device memory is never read on
-the host: ``clone``/``copy_``/``numpy(force=True)`` of CUDA tensors run on the
-device through CuPy.
+the host by this module; copies of CUDA memory (``clone``, ``copy_``,
+``numpy(force=True)``, DLPack copies) are the CUDA driver's copy engine, in C
+(``cdefs/interop/cuda.c``), ordered on :func:`cuda_stream`'s stream.
 """
 
 from __future__ import annotations
@@ -154,47 +155,4 @@ def _current_cuda_device() -> int:
     return 0
 
 
-def _cupy() -> Any:
-    try:
-        import cupy
-    except ImportError:
-        raise RuntimeError(
-            "copying CUDA memory needs CuPy (`pip install cupy-cuda12x`); bridge never reads "
-            "device memory on the host"
-        ) from None
-    return cupy
-
-
-def _cuda_clone(t: Tensor, strides: tuple[int, ...]) -> Tensor:
-    """clone() of a CUDA tensor: CuPy copies on the tensor's device into new
-    memory laid out with ``strides`` (a dense layout of ``t.shape``)."""
-    cupy = _cupy()
-    with cupy.cuda.Device(t.device.index or 0):
-        src = cupy.asarray(t)  # through __cuda_array_interface__, no copy
-        isz = t.itemsize
-        dst = cupy.ndarray(
-            t.shape,
-            src.dtype,
-            memptr=cupy.cuda.alloc(max(t.numel(), 1) * isz),
-            strides=tuple(st * isz for st in strides),
-        )
-        dst[...] = src
-    return from_cuda_array_interface(dst, device_id=t.device.index or 0)
-
-
-def _cuda_copy(dst: Tensor, src: Any) -> None:
-    """copy_() into or out of CUDA memory, through CuPy (broadcasting and casting
-    as NumPy does; host sources are uploaded)."""
-    cupy = _cupy()
-    dev = dst.device if dst.is_cuda else src.device
-    with cupy.cuda.Device(dev.index or 0):
-        value = cupy.asarray(src) if isinstance(src, Tensor) else cupy.asarray(np.asarray(src))
-        if dst.is_cuda:
-            cupy.asarray(dst)[...] = value
-        else:
-            np.copyto(dst.numpy(), cupy.asnumpy(value), casting="unsafe")
-
-
-_C._register("cuda_clone", _cuda_clone)
-_C._register("cuda_copy", _cuda_copy)
 _C._register("cuda_array_interface", _cuda_array_interface)

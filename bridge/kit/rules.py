@@ -26,6 +26,7 @@ _ARRAY_DLPACK = (
 )
 _ARROW_C = "https://arrow.apache.org/docs/format/CDataInterface.html"
 _DLPACK_PY = "https://dmlc.github.io/dlpack/latest/python_spec.html"
+_EXCHANGE_RFC = "https://github.com/data-apis/array-api/issues/972"
 _ARRAY_DLPACK_DEVICE = (
     "https://data-apis.org/array-api/latest/API_specification/generated/array_api.array.__dlpack_device__.html"
 )
@@ -104,6 +105,13 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("dl_device", "Array API", "array.__dlpack__(dl_device=...)",
          "__dlpack__ accepts dl_device; asked for the array's own device it exports as without it "
          "(BufferError, or ValueError, only for a device the producer cannot handle).", _ARRAY_DLPACK),
+    Rule("dtype-device-exchange", "Array API RFC (data-apis/array-api#972, dmlc/dlpack#172)",
+         "dtype.__dlpack_data_type__ / device.__dlpack_device__",
+         "A dtype object's __dlpack_data_type__() returns the (code, bits, lanes) of DLDataType, and a "
+         "device object's __dlpack_device__() the (device_type, device_id) of DLDevice, as ints; a "
+         "producer's tensor's dtype and device objects say what its DLPack export says of it (a draft "
+         "that paddle 3.3 implements and tvm-ffi reads: judged only where the objects have the methods).",
+         _EXCHANGE_RFC),
     Rule("arrow-release", "Arrow C data interface", "Release callback semantics",
          "The consumer calls release exactly once; the producer's memory stays valid until then.",
          _ARROW_C),

@@ -293,8 +293,11 @@ static void tensor_dealloc(TensorObject *t) {
   Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
+/* Named where bridge.core.tensor re-exports it, so that help(bridge.Tensor)
+ * reads "class Tensor(TensorBase)" with no private module path (issue 23);
+ * bridge._C.TensorBase is the same object. */
 PyTypeObject BridgeTensor_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bridge._C.TensorBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bridge.core.tensor.TensorBase",
     .tp_basicsize = sizeof(TensorObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The C part of bridge.Tensor: storage, dtype, shape, strides and offset.",

@@ -27,8 +27,6 @@ static const struct {
     [UP_ARROW_EXPORT] = {"arrow_export", CALLABLE},
     [UP_ARROW_IMPORT] = {"arrow_import", CALLABLE},
     [UP_CUDA_ARRAY_INTERFACE] = {"cuda_array_interface", CALLABLE},
-    [UP_CUDA_CLONE] = {"cuda_clone", CALLABLE},
-    [UP_CUDA_COPY] = {"cuda_copy", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

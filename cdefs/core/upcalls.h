@@ -25,8 +25,6 @@ typedef enum {
   UP_ARROW_EXPORT,       /* N-d / requested-schema Arrow export (bridge.interop.arrow) */
   UP_ARROW_IMPORT,       /* from_arrow's general path */
   UP_CUDA_ARRAY_INTERFACE, /* Tensor.__cuda_array_interface__ (bridge.interop.cuda) */
-  UP_CUDA_CLONE,         /* clone() of CUDA memory (bridge.interop.cuda) */
-  UP_CUDA_COPY,          /* copy_() to or from CUDA memory (bridge.interop.cuda) */
   UP_COUNT
 } bridge_upcall_id;
 

@@ -304,10 +304,34 @@ static PyObject *reshaped(TensorObject *t, PyObject *const *args, Py_ssize_t nar
   return r;
 }
 
-static PyObject *tensor_view(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs == 1 && !PyLong_Check(args[0]) && !PyTuple_Check(args[0]) && !PyList_Check(args[0]) &&
-      !PyIndex_Check(args[0]))
+/* Whether view(x)'s one argument is a dtype rather than a size: anything not
+ * int-like or a sequence is (bridge.get_dtype judges it); an int-like object
+ * is a dtype only when its type says __dlpack_data_type__ (paddle's dtypes are
+ * int-valued enums: view(paddle.float16) must not read as view(15)). */
+static int is_dtype_arg(PyObject *x) {
+  static PyObject *str_dlpack_data_type;
+  if (PyLong_CheckExact(x) || PyTuple_Check(x) || PyList_Check(x)) return 0;
+  if (!PyLong_Check(x) && !PyIndex_Check(x)) return 1;
+  if (str_dlpack_data_type == NULL &&
+      (str_dlpack_data_type = PyUnicode_InternFromString("__dlpack_data_type__")) == NULL)
+    return -1;
+  return PyObject_HasAttr((PyObject *)Py_TYPE(x), str_dlpack_data_type);
+}
+
+/* view(*shape), view(dtype) or view(dtype=dtype), as torch. */
+static PyObject *tensor_view(TensorObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+    if (nargs != 0 || PyTuple_GET_SIZE(kwnames) != 1 ||
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dtype") != 0)
+      return PyErr_Format(PyExc_TypeError, "view() takes sizes or one dtype (view(dtype=...)), got keywords %R",
+                          kwnames);
     return bridge_upcall_call(UP_VIEW_DTYPE, t, args[0]);
+  }
+  if (nargs == 1) {
+    int is_dtype = is_dtype_arg(args[0]);
+    if (is_dtype < 0) return NULL;
+    if (is_dtype) return bridge_upcall_call(UP_VIEW_DTYPE, t, args[0]);
+  }
   return reshaped(t, args, nargs, 0);
 }
 
@@ -459,10 +483,11 @@ PyMethodDef bridge_view_methods[] = {
      "expand_as($self, other, /)\n--\n\nself.expand(other.shape)."},
     {"broadcast_to", (PyCFunction)tensor_broadcast_to, METH_O,
      "broadcast_to($self, shape, /)\n--\n\nA broadcast view with shape (stride 0 where stretched)."},
-    FAST("view", tensor_view,
-         "view($self, *shape)\n--\n\nA view with a new shape (one size may be -1), or with another "
-         "dtype (view(bridge.int32)). ValueError when the strides do not allow a view (use "
-         "reshape) or the dtype's size does not fit the layout."),
+    {"view", (PyCFunction)(void (*)(void))tensor_view, METH_FASTCALL | METH_KEYWORDS,
+     "view($self, *shape)\n--\n\nA view with a new shape (one size may be -1), or with another "
+     "dtype (view(bridge.int32), view(dtype=torch.int32): any dtype bridge.get_dtype reads). "
+     "ValueError when the strides do not allow a view (use reshape) or the dtype's size does "
+     "not fit the layout."},
     FAST("reshape", tensor_reshape,
          "reshape($self, *shape)\n--\n\nA view with the new shape when the strides allow it, else a "
          "contiguous copy."),

@@ -352,7 +352,7 @@ static PyObject *py_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t 
   if (nargs == 1 && kwnames == NULL && is_pyarrow_primitive(Py_TYPE(args[0]))) {
     /* pyarrow refuses arrays with nulls (ArrowTypeError, a TypeError): the
      * general path then explains, or honours with_mask */
-    PyObject *out = bridge_dlpack_ask(args[0]);
+    PyObject *out = bridge_dlpack_ask(args[0], 1); /* Arrow arrays are host memory */
     if (out != NULL) return out;
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
       return NULL;

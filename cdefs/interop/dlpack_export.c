@@ -257,8 +257,10 @@ int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id) {
     }
     if (PyObject_TypeCheck(spec, (PyTypeObject *)device_class)) {
       pair = PyObject_CallMethodNoArgs(spec, str_to_dlpack);
-    } else if (names && (PyUnicode_Check(spec) || PyLong_Check(spec))) {
-      PyObject *dev = PyObject_CallOneArg(device_class, spec); /* ValueError for a bad name */
+    } else if (names) {
+      /* bridge.device reads every device spec (names, ints, foreign device
+       * objects): ValueError for a bad name, TypeError for a non-device. */
+      PyObject *dev = PyObject_CallOneArg(device_class, spec);
       if (dev == NULL) return -1;
       pair = PyObject_CallMethodNoArgs(dev, str_to_dlpack);
       Py_DECREF(dev);

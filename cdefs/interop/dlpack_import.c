@@ -400,9 +400,8 @@ static int producer_on_cuda(PyObject *x) {
  * rule: ask __dlpack_device__ first). Retried with no keywords on TypeError
  * (producers older than the 2023 signature): *keywords_taken is then 0 and
  * *stream_passed 0. Returns the capsule. */
-static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, int to_cuda,
-                              int *keywords_taken, uintptr_t *stream_passed) {
-  int cuda = to_cuda ? 1 : producer_on_cuda(x);
+static PyObject *ask_producer_on(PyObject *x, PyObject *dl_device, PyObject *copy, int cuda,
+                                 int *keywords_taken, uintptr_t *stream_passed) {
   if (cuda < 0) return NULL;
   PyObject *stack[5] = {x, max_version_value};
   PyObject *names[4] = {str_max_version};
@@ -462,6 +461,17 @@ static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, 
   return cap;
 }
 
+static PyObject *ask_producer(PyObject *x, PyObject *dl_device, PyObject *copy, int to_cuda,
+                              int *keywords_taken, uintptr_t *stream_passed) {
+  return ask_producer_on(x, dl_device, copy, to_cuda ? 1 : producer_on_cuda(x), keywords_taken,
+                         stream_passed);
+}
+
+static PyObject *ask_producer_host(PyObject *x, uintptr_t *stream_passed) {
+  int taken;
+  return ask_producer_on(x, NULL, NULL, 0, &taken, stream_passed);
+}
+
 /* The flags of an unconsumed capsule (0 for a legacy one, which has none). */
 static uint64_t capsule_flags(PyObject *capsule) {
   if (!PyCapsule_IsValid(capsule, NAME_VERSIONED)) return 0;
@@ -479,10 +489,12 @@ static PyObject *import_asked(PyObject *capsule, uintptr_t stream) {
   return out;
 }
 
-PyObject *bridge_dlpack_ask(PyObject *x) {
+PyObject *bridge_dlpack_ask(PyObject *x, int host) {
   int taken;
   uintptr_t stream;
-  PyObject *cap = ask_producer(x, NULL, NULL, 0, &taken, &stream);
+  /* host: the caller knows the memory is the host's (an ndarray, an Arrow
+   * array), so __dlpack_device__ need not be asked: no stream to pass. */
+  PyObject *cap = host ? ask_producer_host(x, &stream) : ask_producer(x, NULL, NULL, 0, &taken, &stream);
   if (cap == NULL) return NULL;
   PyObject *out = import_asked(cap, stream);
   Py_DECREF(cap);

@@ -23,7 +23,12 @@ int bridge_cuda_init(PyObject *mod);
 int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer);
 int bridge_cuda_synchronize(int dev, uintptr_t stream);
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream);
-/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (strides kept). */
+/* dst[...] = src (broadcast; one dtype; each side CUDA or host memory, one of
+ * them CUDA) by the copy engine, the one way bridge copies CUDA memory;
+ * `exc` for a missing driver or a failed driver call. */
+int bridge_cuda_copy(TensorObject *dst, TensorObject *src, PyObject *exc);
+/* A copy of t on (to_type, to_id), CPU or CUDA, by the copy engine (the
+ * view's byte span in one call, strides kept; BufferError). */
 PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
 
 /* Methods and slots the protocol files add to TensorBase (module.c hands
@@ -50,15 +55,17 @@ PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id);
 /* A copy in new memory: the copy engine for CUDA, clone(contiguous_format) else. */
 PyObject *bridge_dlpack_copy(TensorObject *t);
 /* A device spec as DLPack's pair: a (type, id) tuple or a bridge.device, and
- * with `names` also what bridge.device() takes ("cpu", "cuda:1"). TypeError
- * (ValueError for a bad name) otherwise. */
+ * with `names` also whatever bridge.device() takes ("cpu", "cuda:1", a
+ * torch.device, an object with __dlpack_device__). TypeError (ValueError for a
+ * bad name) otherwise. */
 int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id);
 /* The array API's stream argument for memory on (dev_type, dev_id), checked:
  * 0 for None, else -1, 1, 2 or a handle; TypeError/ValueError when wrong. */
 int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *out);
 /* Ask x for its DLPack export (__dlpack__(max_version=(1, 3)), the consumer's
- * stream for CUDA, the legacy retry) and import it: the one request. */
-PyObject *bridge_dlpack_ask(PyObject *x);
+ * stream for CUDA unless the caller knows the memory is the host's: host=1, the legacy retry) and
+ * import it: the one request. */
+PyObject *bridge_dlpack_ask(PyObject *x, int host);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
 extern const char BRIDGE_NAME_API[];

@@ -232,7 +232,7 @@ static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
     PyObject *slow = bridge_upcall(UP_NUMPY_SLOW);
     return slow ? PyObject_CallOneArg(slow, x) : NULL;
   }
-  PyObject *out = bridge_dlpack_ask(x);
+  PyObject *out = bridge_dlpack_ask(x, 1); /* an ndarray: host memory */
   if (out == NULL) {
     /* ml_dtypes types, byte-swapped or odd-strided arrays: the slow path
      * imports them or explains the refusal */

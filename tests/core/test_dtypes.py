@@ -58,7 +58,7 @@ def test_aliases_and_specs():
     assert bridge.long is bridge.int64 and bridge.int is bridge.int32
     assert bridge.get_dtype(np.float64) is bridge.float64
     assert bridge.get_dtype("torch.bfloat16") is bridge.bfloat16
-    assert bridge.get_dtype(float) is bridge.float32
+    assert bridge.get_dtype(float) is bridge.float64  # as torch.empty(2, dtype=float)
     assert bridge.get_dtype(int) is bridge.int64
 
 
@@ -178,3 +178,186 @@ def test_np_dtype_of_a_bridge_dtype():
     assert np.dtype(bridge.bool) == np.bool_
     assert str(np.dtype(bridge.bfloat16)) == "bfloat16"
     assert np.zeros(2, dtype=bridge.int16).dtype == np.int16
+
+
+# ------------------------------------------------- dtype exchange and foreign dtypes
+
+
+class ExchangeDType:
+    """A hand-made foreign dtype speaking the dtype exchange protocol."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __dlpack_data_type__(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def __repr__(self):
+        return f"ExchangeDType({self.answer!r})"
+
+
+class IntLikeDType(ExchangeDType):
+    """An int-valued dtype, as paddle's enums are (view() must not read it as a size)."""
+
+    def __index__(self):
+        return 15
+
+
+def test_every_dtype_speaks_the_exchange_protocol():
+    for dt in bridge.all_dtypes():
+        assert dt.__dlpack_data_type__() == dt.dlpack
+        assert bridge.get_dtype(ExchangeDType(dt.dlpack)) is dt
+
+
+def test_python_types_mean_what_torch_means(torch):
+    for py in (bool, int, float, complex):
+        want = str(torch.empty(2, dtype=py).dtype).removeprefix("torch.")
+        assert bridge.get_dtype(py).name == want
+        assert bridge.empty(2, dtype=py).dtype.name == want
+        assert bridge.zeros(2).to(py).dtype.name == str(torch.zeros(2).to(py).dtype).removeprefix("torch.")
+    assert bridge.get_dtype(float) is bridge.float64 and bridge.get_dtype(complex) is bridge.complex128
+    # The name "float" is torch's alias of float32, as torch.float is.
+    assert bridge.get_dtype("float") is bridge.float32 and torch.float is torch.float32
+
+
+def test_every_torch_dtype_maps_or_names_itself(torch):
+    names = {d.name for d in bridge.all_dtypes()}
+    torch_dtypes = {getattr(torch, n) for n in dir(torch) if isinstance(getattr(torch, n), torch.dtype)}
+    mapped = 0
+    for tdt in torch_dtypes:
+        name = str(tdt).removeprefix("torch.")
+        if name in names:
+            mapped += 1
+            assert bridge.get_dtype(tdt).name == name
+            got = bridge.empty(2, dtype=tdt)
+            assert got.element_size() == torch.empty(2, dtype=tdt).element_size()
+        else:
+            with pytest.raises(TypeError, match=f"torch.{name} has no bridge dtype"):
+                bridge.get_dtype(tdt)
+    assert mapped >= len(TORCH_NAMES)
+
+
+def test_torch_dtype_without_equivalent_is_a_type_error(torch):
+    with pytest.raises(TypeError, match=r"torch\.complex32 has no bridge dtype"):
+        bridge.empty(2, dtype=torch.complex32)
+
+
+def test_numpy_dtypes_scalar_types_and_strings():
+    for dt in bridge.all_dtypes():
+        assert bridge.get_dtype(dt.numpy_dtype) is dt
+        assert bridge.get_dtype(dt.numpy_dtype.type) is dt
+    for np_type in (np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float64, np.complex64):
+        assert bridge.get_dtype(np_type).numpy_dtype == np.dtype(np_type)
+    assert bridge.get_dtype("<f4") is bridge.float32  # an array interface typestr
+    assert bridge.get_dtype("i8") is bridge.int64
+    assert bridge.get_dtype(" float16 ") is bridge.float16
+
+
+def test_numpy_dtype_of_other_byte_order_is_a_value_error():
+    with pytest.raises(ValueError, match="byte order"):
+        bridge.get_dtype(">f4" if np.little_endian else "<f4")
+
+
+def test_ml_dtypes_types():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for dt in bridge.all_dtypes():
+        if dt._np_name.startswith("ml_dtypes.") and hasattr(ml_dtypes, dt.name):
+            assert bridge.get_dtype(getattr(ml_dtypes, dt.name)) is dt
+            assert bridge.get_dtype(np.dtype(getattr(ml_dtypes, dt.name))) is dt
+
+
+def test_ml_dtypes_type_without_equivalent_is_a_type_error():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="int4"):
+        bridge.get_dtype(ml_dtypes.int4)
+
+
+def test_exchange_vector_type_is_a_type_error():
+    with pytest.raises(TypeError, match="2 lanes"):
+        bridge.get_dtype(ExchangeDType((2, 32, 2)))
+
+
+def test_exchange_unknown_code_is_a_type_error():
+    with pytest.raises(TypeError, match=r"ExchangeDType\(\(99, 8, 1\)\) \(DLPack code 99, 8 bits, 1 lanes\) has no"):
+        bridge.get_dtype(ExchangeDType((99, 8, 1)))
+
+
+def test_exchange_zero_lanes_is_a_type_error():
+    with pytest.raises(TypeError, match=r"0 lanes\) has no bridge dtype"):
+        bridge.get_dtype(ExchangeDType((0, 0, 0)))
+
+
+@pytest.mark.parametrize("answer", [(2, 32), "float32", (2.0, 32, 1), (2, 32, True), None])
+def test_exchange_malformed_answer_is_a_type_error(answer):
+    with pytest.raises(TypeError, match="not a \\(code, bits, lanes\\) tuple of ints"):
+        bridge.get_dtype(ExchangeDType(answer))
+
+
+def test_exchange_method_that_raises_is_a_type_error():
+    with pytest.raises(TypeError, match="its __dlpack_data_type__\\(\\) raised ValueError: undefined"):
+        bridge.get_dtype(ExchangeDType(ValueError("undefined")))
+
+
+def test_unknown_name_lists_close_ones():
+    with pytest.raises(TypeError, match=r"unknown dtype 'flaot16'; did you mean float16, "):
+        bridge.get_dtype("flaot16")
+
+
+def test_unknown_name_with_one_close_one():
+    with pytest.raises(TypeError, match=r"unknown dtype 'halff'; did you mean half\?$"):
+        bridge.get_dtype("halff")
+
+
+def test_unknown_name_with_none_close_lists_all():
+    with pytest.raises(TypeError, match="unknown dtype 'xyz'; known: bool, uint8"):
+        bridge.get_dtype("xyz")
+
+
+def test_none_is_not_a_dtype():
+    with pytest.raises(TypeError, match="dtype None"):
+        bridge.get_dtype(None)
+
+
+def test_an_object_is_not_a_dtype():
+    with pytest.raises(TypeError, match="cannot interpret 3 as a dtype"):
+        bridge.get_dtype(3)
+
+
+def test_foreign_dtypes_wherever_a_dtype_is_taken():
+    """Every API that takes a dtype reads it through get_dtype (hand-made
+    protocol dtype: float16; Python's float: float64)."""
+    f16 = ExchangeDType((2, 16, 1))
+    t = bridge.zeros(2, 2)
+    results = {
+        "empty": bridge.empty(2, dtype=f16), "zeros": bridge.zeros(2, dtype=f16), "ones": bridge.ones(2, dtype=f16),
+        "full": bridge.full((2,), 1, dtype=f16), "arange": bridge.arange(3, dtype=f16),
+        "tensor": bridge.tensor([1, 2], dtype=f16), "empty_strided": bridge.empty_strided((2,), (1,), dtype=f16),
+        "empty_like": bridge.empty_like(t, dtype=f16), "zeros_like": bridge.zeros_like(t, dtype=f16),
+        "to": t.to(f16), "to(dtype=)": t.to(dtype=f16), "type": t.type(f16), "view": t.view(f16),
+        "view(dtype=)": t.view(dtype=f16), "new_empty": t.new_empty(2, dtype=f16),
+        "new_zeros": t.new_zeros(2, dtype=f16), "new_full": t.new_full((2,), 1, dtype=f16),
+        "new_tensor": t.new_tensor([1], dtype=f16), "as_tensor": bridge.as_tensor([1.0], dtype=f16),
+        "asarray": bridge.asarray(np.zeros(2), dtype=f16), "frombuffer": bridge.frombuffer(bytearray(4), dtype=f16),
+    }  # fmt: skip
+    for where, got in results.items():
+        assert got.dtype is bridge.float16, where
+    assert bridge.zeros(2).view(IntLikeDType((0, 16, 1))).dtype is bridge.int16
+    assert bridge.promote_types(f16, float) is bridge.float64
+    assert bridge.finfo(f16).bits == 16 and bridge.iinfo(int).bits == 64
+    assert bridge.empty(2, dtype=float).dtype is bridge.float64
+
+
+def test_an_int_enum_is_still_a_size_for_view():
+    import enum
+
+    class Four(enum.IntEnum):
+        n = 4
+
+    assert bridge.zeros(2, 2).view(Four.n).shape == (4,)
+
+
+def test_view_with_other_keywords_is_a_type_error():
+    with pytest.raises(TypeError, match="view\\(\\) takes sizes or one dtype"):
+        bridge.zeros(4).view(dtype=bridge.int32, size=(4,))

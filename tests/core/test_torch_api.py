@@ -107,6 +107,52 @@ def test_as_tensor_shares_when_it_can(torch):
         bridge.as_tensor(["a"])
 
 
+class _DLPackOnly:
+    """A producer that offers nothing but DLPack."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+class _ArrayInterfaceOnly:
+    """A producer that offers nothing but the array interface."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+def test_as_tensor_shares_a_torch_tensor_as_torch_shares_numpy(torch):
+    t = torch.arange(4.0)
+    b = bridge.as_tensor(t)
+    assert b.data_ptr() == t.data_ptr() and b.dtype is bridge.float32
+    b[0] = 7.0
+    assert t[0].item() == 7.0
+    assert bridge.as_tensor(t, dtype=torch.float32, device=torch.device("cpu")).data_ptr() == t.data_ptr()
+    converted = bridge.as_tensor(t, dtype=float)  # another dtype: a converted copy, as torch
+    assert converted.dtype is bridge.float64 and converted.data_ptr() != t.data_ptr()
+    assert torch.as_tensor(t, dtype=float).data_ptr() != t.data_ptr()
+
+
+def test_as_tensor_shares_dlpack_and_array_interface_producers():
+    n = np.arange(6, dtype=np.int32)
+    for producer in (_DLPackOnly(n), _ArrayInterfaceOnly(n), memoryview(n)):
+        got = bridge.as_tensor(producer)
+        assert got.data_ptr() == n.ctypes.data and got.dtype is bridge.int32, type(producer)
+    assert bridge.as_tensor(_DLPackOnly(n), dtype=bridge.int64).data_ptr() != n.ctypes.data
+
+
+def test_as_tensor_to_another_device_is_a_runtime_error():
+    with pytest.raises(RuntimeError, match="cannot move memory from cpu to cuda"):
+        bridge.as_tensor(np.arange(3.0), device="cuda")
+
+
 def test_asarray_copy_and_device_as_torch(torch):
     n = np.arange(3.0)
     assert bridge.asarray(n).data_ptr() == torch.asarray(n).data_ptr() == n.ctypes.data

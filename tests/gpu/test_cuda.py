@@ -1,5 +1,8 @@
 """CUDA paths on a real GPU (torch and CuPy). Skipped where there is no CUDA device.
 
+Copies of CUDA memory use only the CUDA driver's copy engine (tests/interop/test_cuda_copy.py
+checks the calls against a fake driver on any machine); here they meet real memory.
+
 Run on a GPU machine with `make test-gpu` (see ../shared/GPU.md for the set-up).
 """
 
@@ -71,18 +74,58 @@ def test_streams():
     assert t.__cuda_array_interface__["stream"] == 1
 
 
-def test_cuda_copies_go_through_cupy():
-    c = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)
-    t = bridge.asarray(c).t()
-    k = t.contiguous()
-    assert k.is_cuda and k.is_contiguous() and k.data_ptr() != t.data_ptr()
-    assert cupy.asarray(k).tolist() == c.T.tolist()
-    dst = bridge.asarray(cupy.zeros((4, 3), dtype=cupy.float32))
-    dst.copy_(t)
-    assert cupy.asarray(dst).tolist() == c.T.tolist()
-    host = bridge.zeros(4, 3)
-    host.copy_(t)
-    assert host.tolist() == c.T.tolist()
+def test_clone_and_copy_go_through_the_copy_engine():
+    """clone/contiguous/copy_/numpy(force=True) of CUDA memory: the driver's copy
+    engine (cdefs/interop/cuda.c), no CuPy involved; checked with torch."""
+    import numpy as np
+
+    x = torch.arange(120, dtype=torch.float32, device="cuda")
+    t = bridge.from_dlpack(x)
+    views = {
+        "contiguous": lambda v: v.reshape(2, 3, 4, 5),
+        "transposed": lambda v: v.reshape(10, 12).t(),
+        "rows": lambda v: v.reshape(10, 12)[:, 2:9],
+        "step": lambda v: v.reshape(10, 12)[:, ::3],
+        "3d-inner-contiguous": lambda v: v.reshape(2, 3, 4, 5)[:, 1:, :, 1:4],
+        "permuted": lambda v: v.reshape(2, 3, 4, 5).permute(3, 1, 0, 2),
+        "0-d": lambda v: v[7],
+        "zero-size": lambda v: v[:0],
+    }
+    for name, view in views.items():
+        b, want = view(t), view(x).cpu().numpy()
+        for c in (b.clone(), b.contiguous()):
+            assert c.is_cuda and np.array_equal(c.numpy(force=True), want), name
+            assert torch.equal(torch.from_dlpack(c).cpu(), torch.from_numpy(want)), name
+        host = bridge.zeros(want.shape)
+        host.copy_(b)
+        assert np.array_equal(host.numpy(), want), name
+        if want.size:  # host -> device into the view itself, then device -> device back
+            b.copy_(bridge.from_numpy(np.asarray(want + 1)))
+            torch.cuda.synchronize()
+            assert np.array_equal(view(x).cpu().numpy(), want + 1), name
+            b.copy_(view(bridge.from_dlpack(x - 1)))
+            torch.cuda.synchronize()
+            assert np.array_equal(view(x).cpu().numpy(), want), name
+    dst = bridge.from_dlpack(torch.zeros(12, 10, device="cuda"))
+    dst.copy_(t.reshape(10, 12).t())
+    torch.cuda.synchronize()
+    assert torch.equal(torch.from_dlpack(dst), x.reshape(10, 12).t())
+    ints = bridge.from_dlpack(torch.zeros(120, dtype=torch.int32, device="cuda"))
+    ints.copy_(t)  # a cast: through the host
+    assert torch.equal(torch.from_dlpack(ints).cpu(), torch.arange(120, dtype=torch.int32))
+
+
+def test_copies_are_ordered_on_the_consumer_stream():
+    """A clone made under bridge.cuda_stream(s) is recorded on s; a consumer on
+    another stream that asks with stream= waits for it."""
+    x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with bridge.cuda_stream(s):
+        c = bridge.from_dlpack(x).clone()
+    assert c.untyped_storage()._stream == s.cuda_stream
+    y = torch.from_dlpack(c)  # torch passes its current stream: ordered after s
+    assert torch.equal(y, x)
 
 
 # ------------------------------------------------ zero-copy with every peer

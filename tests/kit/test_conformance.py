@@ -34,6 +34,10 @@ pytest_plugins = ["pytester"]
 
 ALL_RULES = list(conformance.PRODUCER_RULES)
 
+#: NumPy's, torch's and the hand-made producers' dtype and device objects do
+#: not speak the dtype/device exchange protocol (yet): those rules do not apply.
+NO_EXCHANGE = {"dtype_exchange": NOT_APPLICABLE, "device_exchange": NOT_APPLICABLE}
+
 
 def statuses(report: Report) -> dict[str, str]:
     return {e.name: e.status for e in report.entries}
@@ -59,7 +63,7 @@ def test_numpy_factory():
     report = check(lambda: np.arange(6.0).reshape(2, 3))
     assert report
     # NumPy refuses stream=1 with RuntimeError, not BufferError/ValueError.
-    only(report, stream_cpu=WARNING, read_only_legacy=NOT_APPLICABLE)
+    only(report, stream_cpu=WARNING, read_only_legacy=NOT_APPLICABLE, **NO_EXCHANGE)
     assert "RuntimeError" in report["stream-cpu"].detail
     assert "v1.0" in report["capsule-name-versioned"].detail  # NumPy 2.x speaks DLPack 1.0
     assert "refcount 2 -> 3" in report["deleter-unconsumed"].detail  # the capsule holds the array
@@ -70,7 +74,7 @@ def test_numpy_object_reuses_it():
     report = check(a)
     assert report and report.subject == "numpy.ndarray"
     only(report, stream_cpu=WARNING, read_only_legacy=NOT_APPLICABLE,
-         producer_kept_alive=NOT_APPLICABLE)  # fmt: skip
+         producer_kept_alive=NOT_APPLICABLE, **NO_EXCHANGE)  # fmt: skip
     assert "pass a factory" in report["producer-kept-alive"].detail
     assert "refcount" in report["deleter-consumed"].detail
     assert a.tolist() == [0, 1, 2, 3]
@@ -78,7 +82,7 @@ def test_numpy_object_reuses_it():
 
 def test_numpy_read_only():
     report = check(read_only_array)
-    only(report, stream_cpu=WARNING, capsule_name_legacy=NOT_APPLICABLE)
+    only(report, stream_cpu=WARNING, capsule_name_legacy=NOT_APPLICABLE, **NO_EXCHANGE)
     assert "READ_ONLY set" in report["read-only-flag"].detail
     assert "BufferError" in report["read-only-legacy"].detail
 
@@ -106,7 +110,7 @@ def test_torch_tensors(torch):
     # stream=1 on CPU is an AssertionError; no read-only tensors, so READ_ONLY
     # never applies (torch.from_numpy of a read-only array gives a writable tensor).
     only(report, copy_true=FAILED, stream_cpu=WARNING, read_only_flag=NOT_APPLICABLE,
-         read_only_legacy=NOT_APPLICABLE)  # fmt: skip
+         read_only_legacy=NOT_APPLICABLE, **NO_EXCHANGE)  # fmt: skip
     assert "IS_COPIED is clear" in report["copy-true"].detail
     assert "overlap" not in report["copy-true"].detail
     assert "AssertionError" in report["stream-cpu"].detail
@@ -263,7 +267,7 @@ class TwinCapsules(HandmadeProducer):
 
 
 def test_handmade_producer_conforms():
-    only(check(HandmadeProducer), read_only_flag=NOT_APPLICABLE, read_only_legacy=NOT_APPLICABLE)
+    only(check(HandmadeProducer), read_only_flag=NOT_APPLICABLE, read_only_legacy=NOT_APPLICABLE, **NO_EXCHANGE)
 
 
 def test_deleter_called_twice_is_caught():
@@ -757,3 +761,113 @@ def test_pytest_plugin_refuses_an_unknown_name_in_ignore(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ValueError: unknown check name 'stream_cpu'; valid names: *stream-cpu*"])
+
+
+# ------------------------------------------------- dtype and device exchange
+
+
+class _Says:
+    """A foreign dtype or device object: ``method`` returns ``answer`` (or raises it)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def _say(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.answer!r}>"
+
+
+class _DType(_Says):
+    def __dlpack_data_type__(self):
+        return self._say()
+
+
+class _Device(_Says):
+    def __dlpack_device__(self):
+        return self._say()
+
+
+class ExchangeProducer(Wrapper):
+    """A float64 NumPy array behind dtype and device objects that speak the
+    exchange protocol, truthfully by default."""
+
+    def __init__(self, dtype=(2, 64, 1), device=(1, 0), attr="device"):
+        super().__init__()
+        self.dtype = _DType(dtype)
+        setattr(self, attr, _Device(device))
+
+
+def exchange_statuses(producer) -> tuple[str, str]:
+    report = check(producer)
+    return report["dtype-exchange"].status, report["device-exchange"].status
+
+
+def test_exchange_objects_that_tell_the_truth_pass():
+    report = check(ExchangeProducer)
+    assert report["dtype-exchange"].status == PASSED, report["dtype-exchange"].detail
+    assert "(2, 64, 1) = the capsule's DLDataType" in report["dtype-exchange"].detail
+    assert report["device-exchange"].status == PASSED
+    assert "and the tensor's __dlpack_device__()" in report["device-exchange"].detail
+    assert report["dtype-exchange"].rule == report["device-exchange"].rule == "dtype-device-exchange"
+
+
+def test_exchange_paddle_place_attribute_is_read():
+    report = check(lambda: ExchangeProducer(attr="place"))
+    assert report["device-exchange"].status == PASSED and "place" in report["device-exchange"].detail
+
+
+def test_exchange_dtype_that_lies_fails():
+    report = check(lambda: ExchangeProducer(dtype=(2, 32, 1)))
+    assert report["dtype-exchange"].status == FAILED
+    assert "says (2, 32, 1), the capsule's DLDataType is (2, 64, 1)" in report["dtype-exchange"].detail
+
+
+@pytest.mark.parametrize("answer", [(2, 64), ("2", 64, 1), (2, 64, True), None])
+def test_exchange_dtype_malformed_answer_fails(answer):
+    assert exchange_statuses(lambda: ExchangeProducer(dtype=answer))[0] == FAILED
+
+
+def test_exchange_dtype_method_that_raises_fails():
+    report = check(lambda: ExchangeProducer(dtype=ValueError("undefined")))
+    assert report["dtype-exchange"].status == FAILED and "ValueError" in report["dtype-exchange"].detail
+
+
+def test_exchange_device_that_lies_fails():
+    report = check(lambda: ExchangeProducer(device=(2, 0)))
+    assert report["device-exchange"].status == FAILED
+    assert "says (2, 0), the capsule's DLDevice is (1, 0)" in report["device-exchange"].detail
+
+
+def test_exchange_device_disagreeing_with_the_tensor_fails():
+    class OwnDeviceLies(ExchangeProducer):
+        def __dlpack_device__(self):
+            return (3, 0)
+
+    report = check(OwnDeviceLies)
+    assert report["device-exchange"].status == FAILED
+    assert "the tensor's __dlpack_device__() (3, 0)" in report["device-exchange"].detail
+
+
+@pytest.mark.parametrize("answer", [(1,), (1.0, 0), None, RuntimeError("gone")])
+def test_exchange_device_malformed_answer_fails(answer):
+    assert exchange_statuses(lambda: ExchangeProducer(device=answer))[1] == FAILED
+
+
+def test_exchange_not_applicable_without_the_methods():
+    report = check(Wrapper)
+    assert report["dtype-exchange"].status == report["device-exchange"].status == NOT_APPLICABLE
+    assert "has no __dlpack_data_type__" in report["dtype-exchange"].detail
+
+
+def test_exchange_paddle_tensors():
+    """paddle 3.3 speaks the protocol on its dtypes and devices, and both agree
+    with its exports; its tensors' own __dlpack_device__() gives a None id."""
+    paddle = pytest.importorskip("paddle")
+    report = check(lambda: paddle.arange(6).astype("float32"))
+    assert report["dtype-exchange"].status == PASSED, report["dtype-exchange"].detail
+    assert report["device-exchange"].status == PASSED, report["device-exchange"].detail
+    assert report["dlpack-device"].status == FAILED and "None" in report["dlpack-device"].detail

@@ -50,3 +50,10 @@ assert_type(bridge.to_dlpack(t), CapsuleType)
 assert_type(t.type(), str)
 assert_type(t.type(bridge.float64), bridge.Tensor)
 assert_type(t.is_contiguous(), bool)
+
+# bridge.convert: a type as the destination types the result; a module or a name gives an object.
+assert_type(bridge.convert(np.zeros(3), np.ndarray), np.ndarray[Any, Any])
+assert_type(bridge.convert(np.zeros(3), bridge.Tensor), bridge.Tensor)
+assert_type(bridge.convert(t, "numpy", copy=False, readonly="error"), object)
+assert_type(bridge.convert(t, np), object)
+warning_kind: str = bridge.CopyWarning("copied", "layout", ()).kind

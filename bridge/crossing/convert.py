@@ -1,0 +1,316 @@
+"""``bridge.convert``: carry a tensor from any library to any other.
+
+The object is imported with bridge's own importers (zero-copy), compared with
+what the destination holds (:mod:`bridge.crossing.capabilities`), and the
+smallest fix that makes it holdable is planned (:func:`plan`) and made
+(:func:`convert`): nothing when the destination holds it as it is, else a
+view (a dtype seen through ml_dtypes, an offset folded into the pointer, a
+writable alias of memory a destination never writes) or one copy (contiguous,
+aligned and writable at once) whose reasons are named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Literal, TypeVar, overload
+
+import numpy as np
+
+from bridge.core.native import _C
+from bridge.core.tensor import Tensor, contiguous_format
+from bridge.crossing.capabilities import Holds
+from bridge.crossing.destinations import resolve, take
+from bridge.interop import asarray
+from bridge.interop.arrow import from_arrow
+from bridge.interop.dlpack import CapsuleType, from_dlpack, transfer
+
+__all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnlyPolicy"]
+
+_T = TypeVar("_T")
+
+#: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
+#: memory is on a device the destination does not hold), ``"layout"``
+#: (strides it cannot hold: negative, zero, not compact, not row-major),
+#: ``"alignment"`` (its first element is not aligned as it requires),
+#: ``"read-only"`` (read-only memory into a destination that writes),
+#: ``"destination"`` (the destination copies every import). Views:
+#: ``"dtype-view"`` (the dtype seen as ml_dtypes' type of the same bytes),
+#: ``"offset"`` (the view's offset folded into the data pointer for a
+#: destination that ignores ``byte_offset``), ``"alias"`` (read-only memory
+#: handed as a legacy capsule to a destination that never writes), and
+#: ``"read-only-share"`` (``readonly="share"``: shared with a destination
+#: that may write it).
+FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "dtype-view", "offset",
+                  "alias", "read-only-share"]  # fmt: skip
+#: ``convert(readonly=...)``: what read-only memory becomes in a destination
+#: that writes its tensors.
+ReadOnlyPolicy = Literal["copy", "error", "share"]
+
+_BRIDGE_COPIES = ("requested", "device", "layout", "alignment", "read-only")
+
+
+class CopyWarning(UserWarning):
+    """:func:`bridge.convert` copied (``copy=None``): the destination cannot
+    hold the memory as it is. ``kind`` is the first reason's
+    :data:`FixKind`; ``fixes`` every fix made. Filter it with
+    ``warnings.filterwarnings("ignore", category=bridge.CopyWarning)``."""
+
+    def __init__(self, message: str, kind: FixKind, fixes: tuple[Fix, ...]) -> None:
+        super().__init__(message)
+        self.kind: FixKind = kind
+        self.fixes: tuple[Fix, ...] = fixes
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """One change :func:`convert` makes: its ``kind``, the ``reason`` in words
+    (naming the destination's rule), and whether it ``copies`` the data."""
+
+    kind: FixKind
+    reason: str
+    copies: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What :func:`convert` would do: the ``destination``'s name and the
+    ``fixes``, in the order they are made (none: zero-copy as it is)."""
+
+    destination: str
+    fixes: tuple[Fix, ...]
+
+    @property
+    def copies(self) -> bool:
+        """Whether the result will not share the source's memory."""
+        return any(f.copies for f in self.fixes)
+
+    @property
+    def reasons(self) -> str:
+        """The copying fixes' reasons, in one sentence ("" when none copies)."""
+        return "; ".join(f.reason for f in self.fixes if f.copies)
+
+
+# ------------------------------------------------------------------ import
+
+
+def _import(obj: object) -> Tensor:
+    """A bridge tensor over ``obj``'s memory, by bridge's importers (the
+    bridge tensor itself, DLPack, Arrow, the array interfaces and buffers).
+    TypeError for an object bridge cannot import; bridge.from_dlpack's
+    BufferError for a DLPack export the producer refuses (a torch tensor
+    that requires grad, a lazy conjugate, sparse or quantized ones)."""
+    if isinstance(obj, Tensor):
+        return obj
+    if isinstance(obj, np.ndarray):  # from_numpy: ml_dtypes types too, which NumPy's DLPack refuses
+        return asarray(obj, copy=False)
+    if hasattr(obj, "__dlpack__") or type(obj) is CapsuleType:
+        return from_dlpack(obj)
+    if any(hasattr(obj, m) for m in ("__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")):
+        return from_arrow(obj)
+    if type(obj).__module__.split(".")[0] == "pyarrow":  # pyarrow Buffers, Tensors, ...
+        return from_arrow(obj)
+    try:
+        return asarray(obj, copy=False)
+    except ValueError as err:
+        if "exposes no memory" not in str(err):
+            raise
+    raise TypeError(f"convert(): bridge cannot import a {type(obj).__module__}.{type(obj).__qualname__}: it "
+                    "exposes no memory (DLPack, Arrow, the array interfaces or a buffer)")  # fmt: skip
+
+
+# ------------------------------------------------------------------ planning
+
+
+def _layout_problem(t: Tensor, h: Holds) -> str:
+    """Why ``h`` cannot hold ``t``'s strides ("" when it can)."""
+    if t.is_contiguous() and (h.strides != "contiguous" or t.numel()):
+        return ""  # row-major: no negative or zero stride on a dim of more than one element
+    live = [(n, s) for n, s in zip(t.shape, t.stride()) if n > 1]
+    if not h.negative_strides and any(s < 0 for _, s in live):
+        return f"{h.name} cannot hold negative strides {t.stride()}"
+    if not h.zero_strides and any(s == 0 for _, s in live):
+        return f"{h.name} cannot hold zero strides {t.stride()} (a broadcast view)"
+    empty_but_strided = t.numel() == 0 and t.stride() != _C.contiguous_strides(t.shape)
+    if h.strides == "contiguous" and (not t.is_contiguous() or empty_but_strided):
+        return f"{h.name} holds only row-major (contiguous) tensors, not strides {t.stride()}"
+    if h.strides == "compact" and not _C.is_non_overlapping_and_dense(t.shape, t.stride()):
+        return f"{h.name} holds only compact tensors (a permutation of dense memory), not strides {t.stride()}"
+    return ""
+
+
+def _refuse_shape(t: Tensor, h: Holds) -> None:
+    if t.ndim == 0 and not h.zero_d:
+        raise BufferError(f"convert(): {h.name} cannot hold a 0-d tensor (reshape(1) it)")
+    if h.max_ndim is not None and t.ndim > h.max_ndim:
+        raise BufferError(f"convert(): {h.name} holds at most {h.max_ndim} dims, got a {t.ndim}-d tensor")
+    if t.device.type not in h.devices and not _reachable(t, h):
+        raise BufferError(f"convert(): {h.name} holds {', '.join(sorted(h.devices))} memory; this tensor is on "
+                          f"{t.device} and bridge does not copy between them")  # fmt: skip
+
+
+def _reachable(t: Tensor, h: Holds) -> bool:
+    # bridge copies between the host and CUDA devices (the CUDA copy engine).
+    return {t.device.type} | set(h.devices) <= {"cpu", "cuda"}
+
+
+def _dtype_fix(t: Tensor, h: Holds) -> Fix | None:
+    name = t.dtype.name
+    if name in h.dtypes:
+        return None
+    if name in h.dtype_views:
+        return Fix("dtype-view", f"{h.name}'s DLPack import refuses {name}: the same bytes are viewed as "
+                                 f"ml_dtypes' {name}", False)  # fmt: skip
+    hint = " (it holds 64-bit dtypes only with jax_enable_x64 set)" if h.name == "jax" and name in (
+        "int64", "uint64", "float64", "complex128") else ""  # fmt: skip
+    raise BufferError(f"convert(): {h.name} cannot hold {name}{hint}; convert x.to(a dtype it holds) instead")
+
+
+def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> Plan:
+    _refuse_shape(t, h)
+    fixes: list[Fix] = []
+    view = _dtype_fix(t, h)
+    if view is not None:
+        fixes.append(view)
+    if copy and not h.always_copies:  # (the destination's own copy is the one asked for)
+        fixes.append(Fix("requested", "copy=True asks for a copy", True))
+    if t.device.type not in h.devices:
+        fixes.append(Fix("device", f"{h.name} holds {', '.join(sorted(h.devices))} memory, not {t.device}", True))
+    layout = _layout_problem(t, h)
+    if layout:  # (a zero-size tensor has no bytes to share: re-laying it out copies nothing)
+        fixes.append(Fix("layout", layout, t.numel() > 0))
+    if h.alignment and t.numel() and t.data_ptr() % h.alignment:
+        fixes.append(Fix("alignment", f"{h.name} needs its data {h.alignment}-byte aligned; this view starts at "
+                                      f"{t.data_ptr() % h.alignment} bytes past a boundary", True))  # fmt: skip
+    if not fixes and not t.is_readonly and not h.always_copies and (h.byte_offset or not t.storage_offset()):
+        return _as_is(h.name)  # the common case, without building a plan
+    copied = any(f.copies for f in fixes)
+    if t.is_readonly and not copied and not h.always_copies:
+        if h.readonly == "writes":
+            if readonly == "error":
+                raise BufferError(f"convert(readonly='error'): {h.name} writes through the memory it takes and "
+                                  "this tensor's memory is read-only")  # fmt: skip
+            if readonly == "copy":
+                fixes.append(Fix("read-only", f"the memory is read-only and {h.name} cannot say so (its tensors "
+                                              "are writable)", True))  # fmt: skip
+                copied = True
+            else:
+                fixes.append(Fix("read-only-share", f"readonly='share': {h.name} may write this read-only memory",
+                                 False))  # fmt: skip
+        elif h.capsule == "legacy":
+            fixes.append(Fix("alias", f"{h.name} asks for a legacy capsule, which cannot say read-only; it never "
+                                      "writes its arrays, so the memory is lent through a writable alias", False))
+    if h.always_copies:
+        fixes.append(Fix("destination", f"{h.name} copies every import", True))
+    elif not copied and not h.byte_offset and t.storage_offset():
+        fixes.append(Fix("offset", f"{h.name} ignores DLPack's byte_offset: the view's offset is folded into "
+                                   "the data pointer", False))  # fmt: skip
+    return Plan(h.name, tuple(fixes))
+
+
+_AS_IS: dict[str, Plan] = {}
+
+
+def _as_is(name: str) -> Plan:
+    """The plan with no fix for destination ``name`` (one per destination)."""
+    p = _AS_IS.get(name)
+    if p is None:
+        p = _AS_IS[name] = Plan(name, ())
+    return p
+
+
+def _check_policy(copy: object, readonly: object) -> None:
+    if copy not in (None, True, False):
+        raise TypeError(f"convert(): copy must be None, True or False, got {copy!r}")
+    if readonly not in ("copy", "error", "share"):
+        raise ValueError(f"convert(): readonly must be 'copy', 'error' or 'share', got {readonly!r}")
+
+
+def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> Plan:
+    """What ``convert(obj, to, copy=copy, readonly=readonly)`` would do, without
+    doing it: the :class:`Plan` of fixes (none: zero-copy as it is). Imports
+    ``obj`` (zero-copy) to read its layout. Raises what :func:`convert` raises
+    before it would copy, except ``copy=False``'s BufferError (the plan shows
+    the copy instead)."""
+    _check_policy(copy, readonly)
+    h = resolve(to)
+    return _plan(_import(obj), h, copy, readonly)
+
+
+# ------------------------------------------------------------------ making
+
+
+def _copy(t: Tensor, h: Holds) -> Tensor:
+    """A row-major copy of ``t`` in fresh (64-byte aligned, writable) memory,
+    on a device ``h`` holds."""
+    if t.device.type not in h.devices:
+        target = (2, t.device.index or 0) if "cuda" in h.devices else (1, 0)
+        t = transfer(t, target)  # a fresh copy already: make it row-major only if needed
+        if t.is_contiguous():
+            return t
+    if t.numel() == 0:  # clone() keeps an empty view's strides; Arrow wants the row-major ones
+        empty: Tensor = _C.new_empty(t.shape, t.dtype, False)
+        return empty
+    out: Tensor = t.clone(memory_format=contiguous_format)
+    return out
+
+
+def _alias(t: Tensor) -> Tensor:
+    """A writable tensor over ``t``'s read-only memory, keeping ``t`` alive:
+    how read-only memory reaches a destination asking for a legacy capsule."""
+    if t.numel() == 0:  # no bytes to share
+        out: Tensor = t.clone()
+        return out
+    byte_strides = tuple(s * t.dtype.itemsize for s in t.stride())
+    alias: Tensor = _C.from_memory(t.data_ptr(), t.dtype, t.shape, byte_strides, t, False,
+                                   t.__dlpack_device__())  # fmt: skip
+    return alias
+
+
+@overload
+def convert(obj: object, to: type[_T], *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...) -> _T: ...
+@overload
+def convert(obj: object, to: object, *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...) -> object: ...
+def convert(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> object:
+    """``obj`` as destination ``to``'s own object (a torch.Tensor, numpy.ndarray,
+    jax.Array, paddle.Tensor, tvm_ffi.Tensor, mlx array, OrtValue, pyarrow
+    Array or FixedShapeTensorArray, polars Series, tf.Tensor, cupy ndarray or
+    bridge.Tensor), sharing ``obj``'s memory wherever ``to`` can hold it.
+
+    ``obj``: anything bridge imports (a DLPack object or capsule, Arrow
+    PyCapsule objects, the array interfaces, buffers). ``to``: a module
+    (``torch``), its name (``"torch"``) or a type (``torch.Tensor``).
+
+    Where ``to`` cannot hold the memory as it is, the smallest fix is made
+    (see :func:`plan`): ``copy=None`` makes it and warns :class:`CopyWarning`
+    when it copies; ``copy=False`` raises BufferError naming the reason
+    instead of copying; ``copy=True`` always copies. Read-only memory into
+    a destination whose tensors are writable: ``readonly="copy"`` gives a
+    writable copy, ``"error"`` raises BufferError, ``"share"`` shares it as
+    the destination's own import would (unsafe: a write through the result
+    changes memory lent read-only).
+
+    Raises ValueError for an unknown or uninstalled ``to`` (listing the
+    installed ones) and a bad ``readonly``; TypeError for an ``obj`` bridge
+    cannot import and a bad ``copy``; BufferError for data the destination
+    cannot hold at all (a dtype it lacks, a 0-d tensor into Arrow) and for
+    the producer's refusals (a torch tensor that requires grad).
+    """
+    _check_policy(copy, readonly)
+    h = resolve(to)
+    t = _import(obj)
+    p = _plan(t, h, copy, readonly)
+    if not p.fixes:
+        return take(h, t)
+    ours = [f for f in p.fixes if f.kind in _BRIDGE_COPIES]
+    if copy is False and p.copies:
+        raise BufferError(f"convert(copy=False): {p.reasons}")
+    if ours:
+        t = _copy(t, h)
+    if copy is None and p.copies:
+        first = next(f for f in p.fixes if f.copies)
+        warnings.warn(CopyWarning(f"convert() to {h.name} copied: {p.reasons}", first.kind, p.fixes),
+                      stacklevel=2)  # fmt: skip
+    if any(f.kind in ("alias", "read-only-share") for f in p.fixes):
+        t = _alias(t)
+    return take(h, t)
