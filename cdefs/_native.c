@@ -583,6 +583,7 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 #include "dlpack.h"
 #include "arrow_c_data.h"
 #include "bridge.h"
+#include "cffi_gil.h"
 
 
 /************************************************************/

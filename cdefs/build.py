@@ -30,7 +30,10 @@ def make_ffi() -> cffi.FFI:
     ffibuilder.set_source(
         "bridge._native",
         "#include <stdint.h>\n#include <stddef.h>\n"
-        '#include "dlpack.h"\n#include "arrow_c_data.h"\n#include "bridge.h"\n',
+        '#include "dlpack.h"\n#include "arrow_c_data.h"\n#include "bridge.h"\n'
+        # last: it wraps cffi's module init so that the module declares it
+        # needs the GIL on a free-threaded build (the header says why)
+        '#include "cffi_gil.h"\n',
     )
     return ffibuilder
 

@@ -48,6 +48,21 @@ static struct PyModuleDef drivers_module = {
     "API callers); not part of the production paths.",
     -1, NULL, NULL, NULL, NULL, NULL};
 
+/* Both modules need the GIL: the C core has not been audited for running
+ * without it (docs/build.md, "Free-threaded CPython"). They are single-phase
+ * modules made here, not by an import, so the interpreter never reads this
+ * flag; what re-enables the GIL on a free-threaded build is bridge._native's
+ * own declaration (cffi_gil.h). Said here too, so that no module of bridge
+ * claims otherwise. */
+static int declare_gil_used(PyObject *mod) {
+#ifdef Py_GIL_DISABLED
+  return PyUnstable_Module_SetGIL(mod, Py_MOD_GIL_USED);
+#else
+  (void)mod;
+  return 0;
+#endif
+}
+
 static int init_modules(void) {
   /* The protocol files' methods and buffer slots join TensorBase here: the
    * core never names them. */
@@ -61,7 +76,7 @@ static int init_modules(void) {
   if (core == NULL) return -1;
   PyObject *drivers = PyModule_Create(&drivers_module);
   PyObject *modules = PyImport_GetModuleDict();
-  int rc = drivers == NULL ||
+  int rc = drivers == NULL || declare_gil_used(core) < 0 || declare_gil_used(drivers) < 0 ||
            PyModule_AddObjectRef(core, "DTypeBase", (PyObject *)&BridgeDType_Type) < 0 ||
            PyModule_AddObjectRef(core, "StorageBase", (PyObject *)&BridgeStorage_Type) < 0 ||
            PyModule_AddObjectRef(core, "TensorBase", (PyObject *)&BridgeTensor_Type) < 0 ||

@@ -1,10 +1,11 @@
 """``python -m bridge ... --help``: plain text (no reStructuredText markup) that
-lists the valid names wherever a choice is taken; ``bridge check`` names the
+lists the valid names wherever a choice is taken; ``python -m bridge check`` names the
 producer by its public path."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from bridge.core.dtypes import all_dtypes
 from bridge.kit.cli import main, plain
 from bridge.kit.matrix_grid import PEERS, PROTOCOLS
 
+ROOT = Path(__file__).resolve().parent.parent
 _MARKUP = re.compile(r"``|:[a-z]+:`")
 
 
@@ -25,7 +27,7 @@ def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize("argv", [[], ["tour"], ["check"], ["matrix"]], ids=["top", "tour", "check", "matrix"])
 def test_help_is_plain_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     text = _help(argv, capsys)
-    assert text.startswith("usage: bridge")
+    assert text.startswith("usage: python -m bridge")
     assert not _MARKUP.search(text), text
     # Every subcommand says what it does, not only its usage line.
     assert len(text.splitlines()) > 4
@@ -47,6 +49,27 @@ def test_check_help_explains_the_spec_and_exit_status(capsys: pytest.CaptureFixt
     text = " ".join(_help(["check"], capsys).split())
     assert "module:expr" in text and "Exit status: 0 conforms, 1 a rule failed, 2 could not load" in text
     assert "bridge.Tensor" in text
+
+
+@pytest.mark.parametrize("argv0", ["/venv/bin/dlpack-bridge", "C:\\venv\\Scripts\\dlpack-bridge.exe"])
+def test_console_script_help_names_the_script(
+    argv0: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started as the console script, usage lines say ``dlpack-bridge`` (its
+    name in pyproject.toml, not ``bridge``, iproute2's command)."""
+    monkeypatch.setattr("sys.argv", [argv0])
+    assert _help([], capsys).startswith("usage: dlpack-bridge")
+    assert _help(["matrix"], capsys).startswith("usage: dlpack-bridge matrix")
+
+
+def test_console_script_is_dlpack_bridge() -> None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the test extra installs tomli
+        import tomli as tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"dlpack-bridge": "bridge.kit.cli:main"}
 
 
 def test_plain_removes_rst() -> None:

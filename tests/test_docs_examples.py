@@ -48,7 +48,7 @@ NOT_CODE = frozenset({"text", "mermaid", "toml", "c"})
 _MYST_CODE = frozenset({"{code-block}", "{code}", "{sourcecode}"})
 #: Absolute paths a page may name: parts of the operating system (/dev/shm, a system
 #: program), not files of a checkout or a workspace.
-SYSTEM_PATHS = ("/dev/", "/proc/", "/usr/")
+SYSTEM_PATHS = ("/dev/", "/proc/", "/usr/", "/bin/")
 PAGE_TIMEOUT = 240  # seconds for all the Python blocks of one page
 COMMAND_TIMEOUT = 300  # seconds for one shell command: a hang, not a speed check (matrix.md runs the full matrix)
 

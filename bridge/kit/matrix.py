@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bridge matrix``: run the matrix and print it. Exit code 1
     only for bridge's own failures (violations or crashes in cells where
     bridge produces or consumes)."""
-    from bridge.kit.cli import HelpFormatter
+    from bridge.kit.cli import HelpFormatter, prog
 
-    ap = argparse.ArgumentParser(prog="bridge matrix", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog=f"{prog()} matrix", description=__doc__.split("\n\n")[0],
                                  formatter_class=HelpFormatter)  # fmt: skip
     ap.add_argument("--producer", action="append",
                     help=f"only these producers (comma-separated), from {', '.join(PEERS)}")  # fmt: skip

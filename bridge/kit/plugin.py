@@ -1,4 +1,4 @@
-"""pytest plugin (entry point ``pytest11: bridge``): DLPack conformance in tests.
+"""The pytest plugin: DLPack conformance in tests (public path :mod:`bridge.pytest_plugin`).
 
 * fixture ``dlpack_conformance``: returns :func:`bridge.check`, so a test can
   run ``report = dlpack_conformance(lambda: mylib.arange(6))`` and assert on
@@ -15,26 +15,30 @@
   else as a decorator, so write ``dlpack_producer(factory=MyArray)`` (or a
   lambda) for those.
 
-The plugin imports bridge only when a fixture or marker is used, so it costs
-nothing in test runs that do not use it.
+pytest loads the plugin through the top-level module ``dlpack_bridge_pytest``
+(entry point ``pytest11: bridge``), which imports only pytest and defines the
+marker, the fixture and the hook; they import this module, and with it bridge
+and NumPy, only when a test uses them, so the plugin costs nothing in test runs
+that do not (docs/conformance.md, "pytest"). They are re-exported here, so that
+``-p bridge.pytest_plugin`` is the whole plugin too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from dlpack_bridge_pytest import MARKER, dlpack_conformance, pytest_configure, pytest_runtest_call
+
 if TYPE_CHECKING:
     from bridge.kit.conformance_report import Report
-
-_MARKER = "dlpack_producer"
 
 
 __all__ = [
     "ConformanceCheck", "pytest_configure", "dlpack_conformance", "conformance_failure",
-    "pytest_runtest_call",
+    "check_marked", "pytest_runtest_call",
 ]
 
 
@@ -54,23 +58,6 @@ class ConformanceCheck(Protocol):
         ...
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``dlpack_producer`` marker (for ``--strict-markers``)."""
-    config.addinivalue_line(
-        "markers",
-        f"{_MARKER}(factory, consumer=None, ignore=()): after the test body, check that the "
-        "DLPack producer made by factory passes every conformance rule (bridge.check)",
-    )
-
-
-@pytest.fixture
-def dlpack_conformance() -> ConformanceCheck:
-    """:func:`bridge.check`: ``check(obj_or_factory, *, consumer=None, ...)`` -> Report."""
-    from bridge.kit.conformance import check
-
-    return check
-
-
 def conformance_failure(report: Report, ignore: Iterable[str] = ()) -> str | None:
     """The failure message for ``report`` (a :class:`bridge.kit.conformance.Report`),
     or None when every failed check is in ``ignore``. ValueError when
@@ -87,18 +74,16 @@ def conformance_failure(report: Report, ignore: Iterable[str] = ()) -> str | Non
     return "\n".join(lines)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    """Run the marked test's body, then the conformance checks of its marker."""
-    result = yield
-    marker = item.get_closest_marker(_MARKER)
-    if marker is None:
-        return result
+def check_marked(marker: pytest.Mark) -> None:
+    """Run the conformance checks a ``dlpack_producer`` marker asks for and fail
+    the running test (``pytest.fail``) with the failed rules; a marker with
+    other than one producer or factory is a usage failure, a bad ``ignore``
+    name a ValueError before any check runs."""
     kwargs = dict(marker.kwargs)
     subjects = [*marker.args, *([kwargs.pop("factory")] if "factory" in kwargs else [])]
     if len(subjects) != 1:
         pytest.fail(
-            f"@pytest.mark.{_MARKER} takes one producer or factory (positional or factory=), "
+            f"@pytest.mark.{MARKER} takes one producer or factory (positional or factory=), "
             f"got {len(subjects)}",
             pytrace=False,
         )
@@ -109,4 +94,3 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     message = conformance_failure(report, ignore)
     if message is not None:
         pytest.fail(message, pytrace=False)
-    return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -522,14 +523,73 @@ def test_two_producers_is_a_usage_error():
 """
 
 
-def test_pytest_plugin(pytester):
+# The plugin as the installed entry point loads it, and its module named
+# explicitly (the checkout's dlpack_bridge_pytest.py, whatever .venv's entry
+# point still names), and through its public path bridge.pytest_plugin.
+PLUGIN_ROUTES = {
+    "entry-point": (),
+    "entry-module": ("-p", "no:bridge", "-p", "dlpack_bridge_pytest"),
+    "public-path": ("-p", "no:bridge", "-p", "bridge.pytest_plugin"),
+}
+
+
+@pytest.mark.parametrize("route", list(PLUGIN_ROUTES))
+def test_pytest_plugin(pytester, route):
+    plugin = PLUGIN_ROUTES[route]
     pytester.makepyfile(test_plugin_use=PLUGIN_TESTS)
-    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider", "-k", "not usage")
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider", *plugin, "-k", "not usage")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*test_broken_producer*", "*failed 1 rule(s)*", "*unknown-keyword: *"])
-    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "usage")
+    result = pytester.runpytest("-p", "no:cacheprovider", *plugin, "-k", "usage")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*takes one producer or factory*got 2*"])
+
+
+def _imported_modules(importtime_stderr: str) -> set[str]:
+    """The modules a ``python -X importtime`` run imported, from its report."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
+            if line.startswith("import time:") and "|" in line} - {"package"}
+
+
+def test_pytest_plugin_imports_neither_bridge_nor_numpy_until_used(tmp_path):
+    """pytest imports the entry point's module in every run of the environment:
+    in an empty folder (``pytest --co``) it imports no bridge and no NumPy
+    module; a test that uses the fixture gets them."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}  # the checkout's dlpack_bridge_pytest.py
+    plugin = PLUGIN_ROUTES["entry-module"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # --co: collect nothing (exit 5); --markers: the plugin is loaded (its marker is listed).
+    # pytest imports plugins with importlib.import_module, which -X importtime does not
+    # list, but every module they import is listed.
+    for args, rc in ((["--co"], 5), (["--markers"], 0)):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "pytest", *args, "-q", "-p", "no:cacheprovider",
+             *plugin],
+            cwd=empty, env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert proc.returncode == rc, proc.stdout + proc.stderr[-2000:]
+        modules = _imported_modules(proc.stderr)
+        assert "_pytest.main" in modules
+        heavy = sorted(m for m in modules if m.split(".")[0] in ("bridge", "numpy"))
+        assert heavy == [], args
+    assert "@pytest.mark.dlpack_producer(factory, consumer=None, ignore=())" in proc.stdout
+    # used, it imports bridge (and through it NumPy)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "test_uses_fixture.py").write_text(textwrap.dedent("""
+        import sys
+
+        def test_fixture(dlpack_conformance):
+            report = dlpack_conformance(lambda: __import__("numpy").arange(3.0))
+            assert report and "bridge" in sys.modules
+    """))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin],
+        cwd=used, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 # --------------------------------------------------------------- the CLI

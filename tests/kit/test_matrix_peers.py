@@ -1,7 +1,7 @@
 """The matrix's newer peers, exercised for real: paddle (with its DLPack C
 exchange API), mlx, onnxruntime, array-api-strict, pandas, xarray (the test
 extra installs them) and tensorflow and warp (the heavy extra: tested when
-present). Each runs in the matrix's own child processes, as ``bridge matrix``
+present). Each runs in the matrix's own child processes, as ``python -m bridge matrix``
 runs it; the facts asserted are what the installed versions do.
 """
 
