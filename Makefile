@@ -81,6 +81,8 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
   tests/interop/test_arrow_peers.py tests/interop/test_arrow_lifetimes.py \
   tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
   tests/interop/test_cuda_copy.py \
+  tests/interop/test_dlpack_v13.py tests/interop/test_arrow_device_stream.py \
+  tests/interop/test_cuda_stream_protocol.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)

@@ -26,9 +26,11 @@ This module is the public face; the parts live beside it:
 :mod:`~bridge.kit.conformance_report` (statuses, results, reports),
 :mod:`~bridge.kit.capsules` (reading, swapping deleters, hand-made structs),
 :mod:`~bridge.kit.conformance_subject` (the producer under test, rule
-registry), :mod:`~bridge.kit.conformance_protocol` and
-:mod:`~bridge.kit.conformance_lifetime` (the producer rules),
-:mod:`~bridge.kit.conformance_exchange` (the dtype and device exchange rules),
+registry), :mod:`~bridge.kit.conformance_protocol`,
+:mod:`~bridge.kit.conformance_lifetime` and :mod:`~bridge.kit.conformance_v13`
+(the producer rules: the protocol, lifetimes, DLPack v1.3's later rules and
+the protocols next to DLPack), :mod:`~bridge.kit.conformance_exchange` (the
+dtype and device exchange rules),
 :mod:`~bridge.kit.conformance_consumer` (the consumer cases) and
 :mod:`~bridge.kit.isolation` (child processes, ``module:expr`` specs).
 """
@@ -39,7 +41,7 @@ import gc
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bridge.kit import conformance_exchange, conformance_lifetime, conformance_protocol
+from bridge.kit import conformance_exchange, conformance_lifetime, conformance_protocol, conformance_v13
 from bridge.kit.capsules import DEVICE_TYPES as DEVICE_TYPES
 from bridge.kit.capsules import DTYPE_BITS as DTYPE_BITS
 from bridge.kit.capsules import FLAG_IS_COPIED as FLAG_IS_COPIED
@@ -83,7 +85,12 @@ __all__ = [
     "load",
 ]
 
-_PRODUCER_CHECKS: list[Rule] = [*conformance_protocol.RULES, *conformance_exchange.RULES, *conformance_lifetime.RULES]
+_PRODUCER_CHECKS: list[Rule] = [
+    *conformance_protocol.RULES,
+    *conformance_exchange.RULES,
+    *conformance_lifetime.RULES,
+    *conformance_v13.RULES,
+]
 
 #: check name -> what it checks (producer side), in the order they run.
 PRODUCER_RULES: dict[str, str] = {r.name: r.doc for r in _PRODUCER_CHECKS}

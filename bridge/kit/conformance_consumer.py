@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bridge.core.native import _drivers
 from bridge.kit import rules as spec_rules
 from bridge.kit.capsules import Handmade, same_values, test_deleter_calls, young_gc
 from bridge.kit.conformance_report import FAILED, PASSED, WARNING, RuleResult, exc_text, short
@@ -49,6 +50,42 @@ class _CapsuleProducer:
         return self.device
 
 
+class _ChainedProducer:
+    """An object whose type publishes a C exchange API version chain (a major
+    2 table whose prev_api is a major 1 table; ``bridge._drivers``): the major
+    1 table hands out ``tensor`` (a bridge tensor over the hand-made struct),
+    the major 2 table counts any call and fails. ``__dlpack__`` is there for
+    consumers that do not use the C API (or find no table they know)."""
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def _chained(h: Handmade) -> Any:
+    from bridge.interop.dlpack import from_dlpack
+
+    tp = type("ChainedProducer", (_ChainedProducer,),
+              {"__dlpack_c_exchange_api__": _drivers.exchange_chain((2, 1))})  # fmt: skip
+    return tp(from_dlpack(h.capsule()))
+
+
+# float4_e2m1fn's codes 1..6 and their values (e2m1: 0.5 steps up to 2, then 3, 4).
+_F4_CODES = np.array([1, 2, 3, 4, 5, 6], np.uint8)
+_F4_VALUES = [[0.5, 1.0, 1.5], [2.0, 3.0, 4.0]]
+
+
+def _packed_f4(**kw: Any) -> Handmade:
+    """Six float4 values (2, 3) packed two per byte, low nibble first: 3 bytes."""
+    packed = (_F4_CODES[0::2] | (_F4_CODES[1::2] << 4)).astype(np.uint8)
+    return Handmade(packed, shape=(2, 3), strides=(3, 1), code=17, bits=4, **kw)
+
+
 @dataclass(frozen=True, slots=True)
 class _Case:
     kind: str  # "good": correct values; "may-refuse": values or a clean exception; "bad": exception
@@ -58,6 +95,8 @@ class _Case:
     old_signature: bool = False
     deleter_calls: int = 1
     rule: str = ""  # the key of bridge.kit.rules.RULES the case judges
+    expected: Any = None  # the values a correct consumer sees, when the struct's buffer does not say
+    producer: Callable[[Handmade], Any] | None = None  # the object handed to the consumer, made of the struct
 
 
 def _f32(n: int) -> Any:
@@ -99,6 +138,25 @@ _CASES: dict[str, _Case] = {
         lambda: Handmade(null_strides=True), rule="strides"),
     "consumer-rejects-null-data": _Case(
         "bad", "NULL data with 6 elements", lambda: Handmade(null_data=True), rule="values"),
+    "consumer-packed-subbyte": _Case(
+        "may-refuse", "v1.3 float4 (2, 3), no IS_SUBBYTE_TYPE_PADDED: six values packed in 3 bytes",
+        lambda: _packed_f4(), rule="packed-subbyte", expected=_F4_VALUES),
+    "consumer-packed-subbyte-legacy": _Case(
+        "may-refuse", "a legacy float4 (2, 3) capsule (jax's): packed, 3 bytes",
+        lambda: _packed_f4(versioned=False), rule="packed-subbyte", expected=_F4_VALUES),
+    "consumer-padded-subbyte": _Case(
+        "may-refuse", "v1.3 float4 (2, 3) flagged IS_SUBBYTE_TYPE_PADDED: one value per byte",
+        lambda: Handmade(_F4_CODES, shape=(2, 3), code=17, bits=4, flags=4), rule="packed-subbyte",
+        expected=_F4_VALUES),
+    "consumer-accepts-null-strides-v1.1": _Case(
+        "good", "v1.1, ndim 2, NULL strides: compact row-major before v1.2",
+        lambda: Handmade(minor=1, null_strides=True), rule="non-null-strides"),
+    "consumer-accepts-null-strides-legacy": _Case(
+        "good", "a legacy capsule with NULL strides: compact row-major",
+        lambda: Handmade(versioned=False, null_strides=True), rule="non-null-strides"),
+    "consumer-walks-exchange-chain": _Case(
+        "good", "a type whose exchange API is major 2 with prev_api major 1: never the unknown table",
+        lambda: Handmade(), rule="exchange-api-chain", producer=_chained),
 }  # fmt: skip
 
 #: rule name -> what it feeds the consumer (consumer side), in the order they run.
@@ -132,7 +190,11 @@ def run_case(consumer: Callable[[Any], Any], name: str) -> RuleResult:
     _KEEP.append(h)
     gc.collect()
     start = test_deleter_calls()
-    producer = _CapsuleProducer(h.capsule(case.name), (1, 0), case.old_signature)
+    unknown_calls = _drivers.exchange_chain_calls()[1]
+    if case.producer is not None:
+        producer: Any = case.producer(h)
+    else:
+        producer = _CapsuleProducer(h.capsule(case.name), (1, 0), case.old_signature)
     out: Any = None
     err: Exception | None = None
     values: Any = None
@@ -151,29 +213,33 @@ def run_case(consumer: Callable[[Any], Any], name: str) -> RuleResult:
     err = None
     gc.collect()
     calls = test_deleter_calls() - start
-    deleter_note = ""
+    problem_note = ""
     if calls != case.deleter_calls:
         what = "leaked (never called)" if calls == 0 else f"called {calls} times"
-        deleter_note = f"; the deleter was {what}, expected {case.deleter_calls}"
+        problem_note = f"; the deleter was {what}, expected {case.deleter_calls}"
+    unknown_calls = _drivers.exchange_chain_calls()[1] - unknown_calls
+    if unknown_calls:
+        problem_note += (f"; it called a function of the major version 2 table {unknown_calls} time(s) "
+                         "instead of walking prev_api to the major 1 table")  # fmt: skip
     if case.kind == "bad":
         if not err_text:
-            return _result(name, FAILED, f"accepted {case.doc}" + deleter_note)
-        status = FAILED if deleter_note else PASSED
-        return _result(name, status, f"raised {err_text}" + deleter_note)
+            return _result(name, FAILED, f"accepted {case.doc}" + problem_note)
+        status = FAILED if problem_note else PASSED
+        return _result(name, status, f"raised {err_text}" + problem_note)
     if err_text:
         if case.kind == "may-refuse":
-            return _result(name, FAILED if deleter_note else PASSED,
-                              f"refused cleanly: {err_text}" + deleter_note)  # fmt: skip
-        return _result(name, FAILED, f"raised {err_text} for {case.doc}" + deleter_note)
+            return _result(name, FAILED if problem_note else PASSED,
+                              f"refused cleanly: {err_text}" + problem_note)  # fmt: skip
+        return _result(name, FAILED, f"raised {err_text} for {case.doc}" + problem_note)
     if read_error is not None:
-        return _result(name, FAILED, f"result unreadable: {exc_text(read_error)}" + deleter_note)
-    want = h.expected()
+        return _result(name, FAILED, f"result unreadable: {exc_text(read_error)}" + problem_note)
+    want = h.expected() if case.expected is None else case.expected
     if not same_values(values, want):
         return _result(
-            name, FAILED, f"values {short(values)}, expected {short(want)}" + deleter_note
+            name, FAILED, f"values {short(values)}, expected {short(want)}" + problem_note
         )
-    status = FAILED if deleter_note else PASSED
-    return _result(name, status, f"values {short(want, 40)} correct" + deleter_note)
+    status = FAILED if problem_note else PASSED
+    return _result(name, status, f"values {short(want, 40)} correct" + problem_note)
 
 
 

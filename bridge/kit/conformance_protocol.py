@@ -362,8 +362,8 @@ class _Fields:
             return f"dtype code {code} is not defined by dlpack.h"
         if bits not in DTYPE_BITS[code]:
             return f"dtype code {code} with {bits} bits is not a dlpack.h type"
-        if lanes != 1:
-            return f"lanes={lanes}; array libraries exchange lanes == 1 only"
+        if lanes != 1 and not (bits < 8 and bits * lanes == 8):  # a packed pair (torch's float4_e2m1fn_x2)
+            return f"lanes={lanes}; array libraries exchange lanes == 1 only (or a packed sub-byte byte)"
         if s.native is False:
             return "the source is in non-native byte order and was exported anyway"
         own = _own_dtype(obj)

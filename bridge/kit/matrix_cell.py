@@ -87,8 +87,15 @@ _SPEAKS: dict[str, Callable[[Any], bool]] = {
     "dlpack-c-api": lambda o: hasattr(type(o), "__dlpack_c_exchange_api__"),
     "arrow": lambda o: any(hasattr(o, m) for m in (
         "__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")),
+    "arrow-device-stream": lambda o: hasattr(o, "__arrow_c_device_stream__"),
     "cuda-array-interface": lambda o: hasattr(o, "__cuda_array_interface__"),
+    "jax-array": lambda o: hasattr(o, "__jax_array__"),
 }  # fmt: skip
+# Protocols whose values a rule of their own judges (not DLPack's values rule).
+_OWN_VALUES_RULE = ("jax-array", "arrow-device-stream")
+# The dtypes of fewer than 8 bits (one value per byte in memory), whose values
+# DLPack's packed sub-byte rule judges.
+_SUBBYTE = ("float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
 
 # A keyword the producer's __dlpack__ does not take shows as a TypeError
 # naming it: the array API (2023.12) makes dl_device and copy part of the method.
@@ -101,6 +108,10 @@ def _violate(cell: Cell, rule: str, detail: str) -> Cell:
 
 
 def _values_rule(cell: Cell) -> str:
+    if cell.protocol in _OWN_VALUES_RULE:
+        return cell.protocol
+    if cell.dtype in _SUBBYTE and cell.protocol.startswith("dlpack"):
+        return "packed-subbyte"  # read one value per byte where they are packed, or the other way
     if cell.layout in ("0-d", "zero-size"):
         return "shape"
     return "values" if cell.layout == "contiguous" else "strides"
@@ -216,7 +227,7 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         gc.collect()
         after = _counters()
     if after != before:
-        rule = "arrow-release" if cell.protocol == "arrow" else "deleter"
+        rule = "arrow-release" if cell.protocol.startswith("arrow") else "deleter"
         return _violate(cell, rule, f"bridge deleters unbalanced after the consumer died: {before} -> {after}")
     return cell
 
@@ -234,7 +245,7 @@ def _refusal(cell: Cell, e: Exception) -> Cell:
     keyword = _KEYWORD_RULES.get(cell.protocol)
     if keyword and isinstance(e, TypeError) and keyword in text and "keyword" in text:
         return _violate(cell, keyword, f"__dlpack__ does not take {keyword}=: {kind}: {text}")
-    if isinstance(e, _REFUSALS) or cell.protocol == "arrow":
+    if isinstance(e, _REFUSALS) or cell.protocol.startswith("arrow"):  # the PyCapsule interface names no type
         cell.verdict, cell.detail = "refused", f"{kind}: {text}"
         return cell
     origin = _raised_in(e)

@@ -28,9 +28,11 @@ DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "c
 # managed_tensor_from_py_object_no_sync, the consumer's to_py_object or its
 # from_dlpack reading the API); dlpack-copy and dlpack-device: from_dlpack with
 # copy=True and with device="cpu" (the producer's __dlpack__ asked for copy /
-# dl_device).
+# dl_device); jax-array: jnp.asarray of a producer with __jax_array__;
+# arrow-device-stream: the consumer reads the producer's
+# __arrow_c_device_stream__.
 PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-interface", "buffer",
-             "arrow", "cuda-array-interface")  # fmt: skip
+             "arrow", "arrow-device-stream", "cuda-array-interface", "jax-array")  # fmt: skip
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
          "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
          "tensorflow", "warp", "cupy")  # fmt: skip

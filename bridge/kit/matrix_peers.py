@@ -158,10 +158,11 @@ def arrow_address(a: Any) -> int | None:
 #: builds), known without importing the peer: the parent of the matrix's child
 #: processes plans with it and imports no peer library itself.
 CONSUMES: dict[str, tuple[str, ...]] = {
-    "bridge": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface", "arrow"),
+    "bridge": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface", "arrow",
+               "arrow-device-stream"),
     "numpy": ("dlpack", "dlpack-copy", "dlpack-device", "array-interface", "buffer"),
     "torch": ("dlpack", "dlpack-copy", "dlpack-device", "dlpack-c-api", "array-interface"),
-    "jax": ("dlpack", "dlpack-copy", "dlpack-device"),
+    "jax": ("dlpack", "dlpack-copy", "dlpack-device", "jax-array"),
     "pyarrow": ("arrow",),
     "polars": ("arrow",),
     "nanoarrow": ("arrow",),
@@ -225,6 +226,7 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
             b("dlpack-c-api", lambda o: _frameworks.api_convert(o, b_api)),
             b("array-interface", bridge.asarray),
             b("arrow", bridge.from_arrow),
+            b("arrow-device-stream", lambda o: bridge.from_arrow(o.__arrow_c_device_stream__())),
         ]
     if want("numpy"):
 
@@ -265,6 +267,7 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
         ]
     if want("jax"):
         import jax
+        import jax.numpy
 
         cpu = jax.devices("cpu")[0]
 
@@ -277,6 +280,10 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
             j("dlpack", jax.dlpack.from_dlpack),
             j("dlpack-copy", lambda o: jax.dlpack.from_dlpack(o, copy=True)),
             j("dlpack-device", lambda o: jax.dlpack.from_dlpack(o, device=cpu)),
+            # __jax_array__ gives what jax's own dtype rules make (int64 -> int32 without
+            # x64): the values are judged, not the dtype.
+            Consumer("jax", "jax-array", jax.numpy.asarray, lambda x: np.array(x, copy=True),
+                     lambda x: x.unsafe_buffer_pointer(), lambda x: False),
         ]
     if want("pyarrow"):
         import pyarrow as pa

@@ -30,6 +30,9 @@ _EXCHANGE_RFC = "https://github.com/data-apis/array-api/issues/972"
 _ARRAY_DLPACK_DEVICE = (
     "https://data-apis.org/array-api/latest/API_specification/generated/array_api.array.__dlpack_device__.html"
 )
+_ARROW_DEVICE = "https://arrow.apache.org/docs/format/CDeviceDataInterface.html"
+_JAX_ARRAY = "https://docs.jax.dev/en/latest/jep/28661-jax-array-protocol.html"
+_CUDA_STREAM = "https://nvidia.github.io/cuda-python/cuda-core/latest/interoperability.html#cuda-stream-protocol"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,33 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("arrow-release", "Arrow C data interface", "Release callback semantics",
          "The consumer calls release exactly once; the producer's memory stays valid until then.",
          _ARROW_C),
+    Rule("packed-subbyte", "DLPack C API", "DLDataType / DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED",
+         "A sub-byte type (bits < 8: float4, float6, 1/2/4-bit ints) is packed, little bit-endian, "
+         "unless a versioned capsule sets IS_SUBBYTE_TYPE_PADDED (one value per byte); a legacy "
+         "capsule cannot, so its sub-byte values are packed; a consumer never reads packed values "
+         "as one per byte: it views them packed, unpacks them, or refuses.", _DLPACK_C),
+    Rule("exchange-api-chain", "DLPack C API", "DLPackExchangeAPIHeader.prev_api",
+         "A type's __dlpack_c_exchange_api__ table starts with {version, prev_api}: prev_api is NULL "
+         "or an older table of the same chain; a consumer that does not know a table's major "
+         "version walks prev_api to one it knows, and without one falls back to __dlpack__, "
+         "never calling a table it cannot read.", _DLPACK_C),
+    Rule("non-null-strides", "DLPack C API", "DLTensor.strides (since v1.2)",
+         "A producer of DLPack >= 1.2 never gives NULL strides for ndim != 0, on any path (capsules "
+         "of either kind, the C exchange API); a consumer reads NULL strides from an older "
+         "producer (below 1.2, or a legacy capsule) as compact row-major.", _DLPACK_C),
+    Rule("jax-array", "JAX", "JEP 28661, __jax_array__",
+         "An object's __jax_array__() returns a jax.Array holding the object's values, shape and "
+         "dtype (under jax's own dtype rules), so jnp.asarray takes it.", _JAX_ARRAY),
+    Rule("arrow-device-stream", "Arrow C device data interface", "ArrowDeviceArrayStream",
+         "__arrow_c_device_stream__ returns an 'arrow_device_array_stream' capsule whose stream "
+         "gives a schema and ArrowDeviceArrays on the stream's device type (reserved zeroed; a "
+         "CUDA array's sync_event, when set, is waited for before its memory is read), ends with a "
+         "released array, and is released once.", _ARROW_DEVICE),
+    Rule("cuda-stream", "cuda.core", "CUDA stream protocol (__cuda_stream__)",
+         "A stream object's __cuda_stream__() returns (0, handle), the protocol's version 0 and "
+         "the CUstream address as an int; a library that takes a stream takes such an object (or "
+         "refuses it with TypeError, the array API's type for a stream it does not take).",
+         _CUDA_STREAM),
 )}  # fmt: skip
 
 

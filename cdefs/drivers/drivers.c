@@ -180,6 +180,8 @@ static PyObject *py_api_peek(PyObject *mod, PyObject *const *args, Py_ssize_t na
   if (nargs != 2) return PyErr_Format(PyExc_TypeError, "api_peek(api, obj)");
   DLPackExchangeAPI *api = api_of(args[0]);
   if (api == NULL) return NULL;
+  if (api->dltensor_from_py_object_no_sync == NULL) /* the one function v1.3 lets be NULL */
+    return PyErr_Format(PyExc_BufferError, "this exchange API has no dltensor_from_py_object_no_sync");
   DLTensor t;
   memset(&t, 0, sizeof t);
   if (api->dltensor_from_py_object_no_sync((void *)args[1], &t) != 0)
@@ -338,6 +340,20 @@ static PyObject *py_exchange_chain(PyObject *mod, PyObject *const *args, Py_ssiz
   }
   if (loop) last->header.prev_api = &next->header;
   return PyCapsule_New(next, BRIDGE_NAME_API, NULL);
+}
+
+/* api_from_head(api, obj) -> obj through the first table of the capsule's
+ * chain, whatever its major version: what a consumer that does not walk
+ * prev_api does (for the kit's tests of such a consumer). */
+static PyObject *py_api_from_head(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "api_from_head(api, obj)");
+  DLPackExchangeAPI *api = (DLPackExchangeAPI *)PyCapsule_GetPointer(args[0], BRIDGE_NAME_API);
+  if (api == NULL) return NULL;
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync((void *)args[1], &m) != 0 || m == NULL)
+    return api_failed("managed_tensor_from_py_object_no_sync");
+  return bridge_dlpack_take(m, 1);
 }
 
 /* exchange_chain_calls() -> (calls of major 1 tables, calls of unknown ones) */
@@ -579,6 +595,9 @@ static PyMethodDef driver_functions[] = {
     {"plain_stream", (PyCFunction)py_plain_stream, METH_O,
      "plain_stream(device_stream_capsule, /)\n--\n\nAn 'arrow_array_stream' capsule over a device "
      "stream of CPU arrays (moved out of its capsule); another device type fails get_next."},
+    FAST("api_from_head", py_api_from_head,
+         "api_from_head(api, obj, /)\n--\n\nobj through the first table of the exchange API's "
+         "chain, whatever its major version (a consumer that does not walk prev_api)."),
     {"exchange_chain_calls", (PyCFunction)py_exchange_chain_calls, METH_NOARGS,
      "exchange_chain_calls()\n--\n\n(calls of exchange_chain's major 1 tables, calls of the others)."},
     {NULL, NULL, 0, NULL},

@@ -58,7 +58,7 @@ static int packed_view(DLDataType dt, int ndim, int64_t *shape, int64_t *strides
   DTypeObject *packed = 8 % dt.bits == 0 ? bridge_dtype_from_dlpack(dt.code, dt.bits, lanes) : NULL;
   if (packed == NULL || ndim == 0) return 0;
   int last = ndim - 1;
-  if (shape[last] % lanes != 0 || (shape[last] > lanes && strides[last] != 1)) return 0;
+  if (shape[last] % lanes != 0 || (shape[last] > 0 && strides[last] != 1)) return 0;
   for (int i = 0; i < last; i++)
     if (shape[i] > 1 && strides[i] % lanes != 0) return 0;
   for (int i = 0; i < last; i++) strides[i] /= lanes;
@@ -208,7 +208,12 @@ static PyObject *unpack_values(const parsed_t *p) {
   unsigned mask = (1u << p->packed_bits) - 1;
   int64_t idx[BRIDGE_MAX_NDIM] = {0}, value = 0; /* value: index of the current value from start */
   for (int64_t k = 0; k < numel; k++) {
-    int64_t bit = value * p->packed_bits; /* no overflow: the span was checked in values */
+    int64_t bit;
+    if (__builtin_mul_overflow(value, (int64_t)p->packed_bits, &bit)) {
+      Py_DECREF(st);
+      overflow();
+      return NULL;
+    }
     int64_t byte = bit >= 0 ? bit / 8 : -((-bit + 7) / 8);
     int shift = (int)(bit - byte * 8);
     unsigned word = src[byte];

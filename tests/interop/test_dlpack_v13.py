@@ -85,8 +85,10 @@ def test_packed_negative_row_strides_are_viewed_too():
 
 @pytest.mark.parametrize(
     "shape, strides, byte_offset",
-    [((3, 3), (4, 1), 0), ((2, 4), (4, 2), 0), ((2, 2), (3, 1), 0), ((3, 3), (-4, 1), 4)],
-    ids=["odd-last-dim", "stepped-last-dim", "odd-row-stride", "negative-rows-odd-last-dim"],
+    [((3, 3), (4, 1), 0), ((2, 4), (4, 2), 0), ((2, 2), (3, 1), 0), ((3, 3), (-4, 1), 4),
+     ((3, 2), (4, 3), 0)],
+    ids=["odd-last-dim", "stepped-last-dim", "odd-row-stride", "negative-rows-odd-last-dim",
+         "pairs-apart"],
 )
 def test_packed_layouts_a_view_cannot_hold_need_copy_true(shape, strides, byte_offset):
     def handmade():

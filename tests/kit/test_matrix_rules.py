@@ -394,3 +394,48 @@ def test_culprits_name_the_library_that_broke_the_rule() -> None:
         v("numpy", "torch", "", "", "zero-copy"),
     ]  # fmt: skip
     assert culprits(cells) == ["torch", "bad", "bad", "bad", "tf", "jax", "old", "numpy", "paddle", "torch", ""]
+
+
+# ------------------------------------- the rules of issue 22's protocols
+
+
+def _bridge_producer(ref: np.ndarray[Any, Any]) -> Any:
+    import bridge
+
+    return bridge.from_numpy(np.ascontiguousarray(ref))
+
+
+def test_jax_array_rule_catches_a_consumer_misreading_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    wrong = _np_consumer(lambda o: np.asarray(jnp.asarray(o)) + 1, protocol="jax-array", peer="broken")
+    _broken(_run(monkeypatch, wrong, producer=_bridge_producer), "jax-array")
+    right = _np_consumer(lambda o: np.asarray(jnp.asarray(o)), protocol="jax-array", peer="jax")
+    _ok(_run(monkeypatch, right, producer=_bridge_producer))
+    # a producer without __jax_array__ is not held to it (its cells are n/a)
+    assert not matrix_cell._SPEAKS["jax-array"](np.arange(3)) and matrix_cell._SPEAKS["jax-array"](_bridge_producer(np.arange(3)))
+
+
+def test_arrow_device_stream_rule_catches_a_wrong_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bridge
+
+    def read(o: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(bridge.from_arrow(o.__arrow_c_device_stream__()))
+
+    wrong = _np_consumer(lambda o: read(o)[::-1].copy(), protocol="arrow-device-stream", peer="broken")
+    _broken(_run(monkeypatch, wrong, producer=_bridge_producer, layout="contiguous"), "arrow-device-stream")
+    _ok(_run(monkeypatch, _np_consumer(read, protocol="arrow-device-stream", peer="bridge"),
+             producer=_bridge_producer))  # fmt: skip
+
+
+def test_packed_subbyte_rule_judges_sub_byte_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import bridge
+
+    def misread(x: Any) -> np.ndarray[Any, Any]:  # a consumer that gets the nibbles wrong
+        a = np.asarray(bridge.from_dlpack(x, copy=True))
+        return (a.view(np.uint8) ^ 1).view(ml_dtypes.float4_e2m1fn)
+
+    broken = _np_consumer(misread, peer="broken")
+    _broken(_run(monkeypatch, broken, dtype="float4_e2m1fn", producer=_bridge_producer), "packed-subbyte")
+    fine = _np_consumer(lambda x: np.asarray(bridge.from_dlpack(x, copy=True)), peer="bridge")
+    _ok(_run(monkeypatch, fine, dtype="float4_e2m1fn", producer=_bridge_producer))
