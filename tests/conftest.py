@@ -4,7 +4,8 @@ The layout: ``tests/core``, ``tests/interop``, ``tests/crossing`` and ``tests/ki
 test the layers of the same names in ``bridge/``; the files at the top of ``tests/`` are the
 whole-project checks (layers and imports, the architecture page, the docs'
 examples and site, packaging, typing, introspection, the command line) and the
-helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``:
+helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``,
+``wheels``, which is also ``make wheels``' script:
 ``pythonpath`` in pyproject.toml puts this folder on the path); ``tests/gpu``
 runs on a CUDA machine (``make test-gpu``).
 """
