@@ -5,8 +5,10 @@ results. Not a pytest file: it defines no tests.
 
 Every row is one operation done three ways (bridge, NumPy, torch); each is
 timed with :mod:`timeit` (best of ``--repeat`` repeats, each long enough to
-last ``--min-time`` seconds) and reported per call, with the ratios
-bridge/numpy and bridge/torch. A row may carry a target for bridge/numpy.
+last ``--min-time`` seconds, the columns' repeats taken in turns) and reported
+per call, with the ratios bridge/numpy and bridge/torch. A row may carry a
+target for bridge/numpy. Copy rows also time a plain copy of the same bytes
+into new memory (``np.copy``: the "plain" column, and bridge/plain).
 
 To add a benchmark, write a function that builds its operands and returns
 ``Row``s, and add it to ``GROUPS``. Operands are built once, before timing,
@@ -32,6 +34,7 @@ import numpy as np
 from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
 
 import bridge
+from bridge.core.native import _C
 
 try:
     import torch
@@ -56,33 +59,151 @@ class Row(NamedTuple):
     tvm_fn: Callable[[], Any] | None = None  # apache-tvm-ffi doing the same, if installed
     target_vs: str = "numpy"  # which column the target ratio is taken against
     more_targets: tuple[tuple[str, float], ...] = ()  # further (column, ratio) targets
+    plain_fn: Callable[[], Any] | None = None  # a plain copy of the same bytes (np.copy): copy rows
 
 
-def copy_rows() -> list[Row]:
-    """contiguous() of a permuted 4-D float32 tensor of 64 MiB (DESIGN.md section 6)."""
-    shape, perm = (64, 64, 64, 64), (0, 2, 3, 1)
-    t = bridge.arange(64**4, dtype=bridge.float32).reshape(shape).permute(perm)
-    a = t.numpy()  # the same permuted view, zero-copy
-    assert not a.flags.c_contiguous and a.nbytes == 64 << 20
-    tt = torch.arange(64**4, dtype=torch.float32).reshape(shape).permute(perm) if torch else None
+MiB64 = 64 << 20
+
+
+def _threads(n: int, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn run with the copy kernel on n threads (0: one per CPU), torch likewise."""
+
+    def run() -> Any:
+        old = _C.copy_threads(n)
+        old_torch = torch.get_num_threads() if torch is not None else 0
+        if torch is not None:
+            torch.set_num_threads(n or os.cpu_count() or 1)
+        try:
+            return fn()
+        finally:
+            _C.copy_threads(old)
+            if torch is not None:
+                torch.set_num_threads(old_torch)
+
+    return run
+
+
+def _layout_row(name: str, base: np.ndarray[Any, Any], view: Callable[[Any], Any], threads: int = 1,
+                targets: tuple[tuple[str, float], ...] = (("plain", 2.0), ("numpy", 1.0), ("torch", 1.0)),
+                torch_op: Callable[[Any], Any] | None = None) -> Row:  # fmt: skip
+    """contiguous() of ``view`` applied to ``base`` (as a bridge tensor, an ndarray and a
+    torch tensor, all over the same bytes), against a plain copy of those bytes.
+    ``torch_op`` replaces torch's ``view(x).contiguous()`` where torch has no such view."""
+    t = view(bridge.from_numpy(base))
+    a = view(base)
+    tt = torch.from_numpy(base) if torch is not None else None
+    if tt is not None:
+        torch_fn = (lambda: torch_op(tt)) if torch_op is not None else view(tt).contiguous
+    assert a.nbytes == base.nbytes
 
     def check() -> None:
         want = np.ascontiguousarray(a)
         got = t.contiguous()
         assert got.is_contiguous() and np.array_equal(got.numpy(), want)
         if tt is not None:
-            assert np.array_equal(tt.contiguous().numpy(), want)
+            assert np.array_equal(torch_fn().numpy(), want)
 
-    return [
-        Row(
-            "contiguous() 64 MiB f32 (64,64,64,64).permute(0,2,3,1)",
-            t.contiguous,
-            lambda: np.ascontiguousarray(a),
-            tt.contiguous if tt is not None else None,
-            target=1.10,
-            check=check,
-        )
-    ]
+    (vs, goal), *more = targets
+    return Row(name + ("  [all threads]" if threads == 0 else ""),
+               _threads(threads, t.contiguous), lambda: np.ascontiguousarray(a),
+               _threads(threads, torch_fn) if tt is not None else None, target=goal, target_vs=vs,
+               more_targets=tuple(more), check=check, plain_fn=lambda: np.copy(base))  # fmt: skip
+
+
+def copy_rows() -> list[Row]:
+    """Copies (issue 25): contiguous() of transposing layouts of 64 MiB, side by side
+    with NumPy, torch and a plain copy of the same bytes into new memory (np.copy,
+    allocation and page faults included, as every contiguous() pays them).
+    Targets: every transposing row at most 2x the plain copy and never slower
+    than NumPy or torch; a contiguous clone at most 1.1x the plain copy. bridge
+    and torch run on one thread, then (the issue's rows) on all."""
+    f32 = np.arange(MiB64 // 4, dtype=np.float32)
+    f64 = np.arange(MiB64 // 8, dtype=np.float64)
+    u8 = (np.arange(MiB64) % 251).astype(np.uint8)
+    issue = [
+        ("contiguous() 64 MiB f32 (4096,4096).t()", f32, lambda x: x.reshape(4096, 4096).T),
+        ("contiguous() 64 MiB f32 (256,256,256).permute(0,2,1)", f32,
+         lambda x: x.reshape(256, 256, 256).transpose(0, 2, 1) if isinstance(x, np.ndarray)
+         else x.reshape(256, 256, 256).permute(0, 2, 1)),
+        ("contiguous() 64 MiB f32 (64,64,64,64).permute(0,2,3,1)  [channels-last]", f32,
+         lambda x: x.reshape(64, 64, 64, 64).transpose(0, 2, 3, 1) if isinstance(x, np.ndarray)
+         else x.reshape(64, 64, 64, 64).permute(0, 2, 3, 1)),
+        ("contiguous() 64 MiB f32 (64,64,64,64).permute(3,1,2,0)", f32,
+         lambda x: x.reshape(64, 64, 64, 64).transpose(3, 1, 2, 0) if isinstance(x, np.ndarray)
+         else x.reshape(64, 64, 64, 64).permute(3, 1, 2, 0)),
+    ]  # fmt: skip
+    rows = [_layout_row(name, base, view) for name, base, view in issue]
+    rows += [
+        _layout_row("contiguous() 64 MiB f64 (2896,2896).t()", f64[: 2896 * 2896], lambda x: x.reshape(2896, 2896).T),
+        _layout_row("contiguous() 64 MiB u8 (8192,8192).t()", u8, lambda x: x.reshape(8192, 8192).T),
+        _layout_row("contiguous() 64 MiB f32 (4096,4096)[:, ::-1]  [negative stride; torch: flip(1)]",
+                    f32, lambda x: x.reshape(4096, 4096)[:, ::-1] if isinstance(x, np.ndarray)
+                    else x.reshape(4096, 4096).flip(1), targets=(("numpy", 1.0), ("torch", 1.0)),
+                    torch_op=lambda x: x.reshape(4096, 4096).flip(1)),
+    ]  # fmt: skip
+    rows += [_layout_row(name, base, view, threads=0) for name, base, view in issue]
+    rows.append(_broadcast_row(f32))
+    rows.append(_copy_between_layouts_row())
+    rows.append(_plain_clone_row(f32))
+    rows.append(_small_transpose_row())
+    return rows
+
+
+def _broadcast_row(f32: np.ndarray[Any, Any]) -> Row:
+    """contiguous() of a row broadcast (stride 0) to 64 MiB."""
+    row = np.arange(4096, dtype=np.float32)
+    t = bridge.from_numpy(row).expand(4096, 4096)
+    tt = torch.from_numpy(row).expand(4096, 4096) if torch is not None else None
+
+    def check() -> None:
+        assert np.array_equal(t.contiguous().numpy(), np.broadcast_to(row, (4096, 4096)))
+
+    return Row("contiguous() 64 MiB f32 (4096,) expanded to (4096,4096)  [stride 0]",
+               _threads(1, t.contiguous), lambda: np.ascontiguousarray(np.broadcast_to(row, (4096, 4096))),
+               _threads(1, tt.contiguous) if tt is not None else None, target=1.0, more_targets=(("torch", 1.0),),
+               check=check, plain_fn=lambda: np.copy(f32))  # fmt: skip
+
+
+def _copy_between_layouts_row() -> Row:
+    """copy_ of a contiguous (64,64,64,64) f32 tensor into a channels-last one (no allocation)."""
+    a = np.arange(MiB64 // 4, dtype=np.float32).reshape(64, 64, 64, 64)
+    d = np.empty((64, 64, 64, 64), dtype=np.float32).transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+    src, dst = bridge.from_numpy(a), bridge.empty(64, 64, 64, 64, memory_format=bridge.channels_last)
+    tsrc = torch.from_numpy(a) if torch is not None else None
+    tdst = torch.empty(64, 64, 64, 64).to(memory_format=torch.channels_last) if torch is not None else None
+    assert dst.is_contiguous(memory_format=bridge.channels_last) and d.strides == tuple(s * 4 for s in dst.stride())
+
+    def check() -> None:
+        dst.copy_(src)
+        assert np.array_equal(dst.numpy(), a)
+
+    return Row("copy_ 64 MiB f32 contiguous -> channels_last  [into touched memory]",
+               _threads(1, lambda: dst.copy_(src)), lambda: np.copyto(d, a),
+               _threads(1, lambda: tdst.copy_(tsrc)) if tdst is not None else None, target=1.0,
+               more_targets=(("torch", 1.0),), check=check, plain_fn=lambda: np.copy(a))  # fmt: skip
+
+
+def _plain_clone_row(f32: np.ndarray[Any, Any]) -> Row:
+    """clone() of a contiguous 64 MiB tensor: the plain copy itself."""
+    t = bridge.from_numpy(f32)
+    tt = torch.from_numpy(f32) if torch is not None else None
+    return Row("clone() 64 MiB f32 contiguous  [a.copy() | np.copy]", _threads(1, t.clone), f32.copy,
+               _threads(1, tt.clone) if tt is not None else None, target=1.1, target_vs="plain",
+               plain_fn=lambda: np.copy(f32))  # fmt: skip
+
+
+def _small_transpose_row() -> Row:
+    """contiguous() of a transposed 96-byte tensor: the per-call cost of a small copy."""
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = bridge.from_numpy(a).t()
+    tt = torch.from_numpy(a).t() if torch is not None else None
+
+    def check() -> None:
+        assert np.array_equal(t.contiguous().numpy(), a.T)
+
+    return Row("contiguous() of a transposed 96-byte tensor  [np.ascontiguousarray(a.T)]", t.contiguous,
+               lambda: np.ascontiguousarray(a.T), tt.contiguous if tt is not None else None, target=1.0,
+               target_vs="torch", check=check)  # fmt: skip
 
 
 def core_rows() -> list[Row]:
@@ -324,16 +445,36 @@ GROUPS: list[Callable[[], list[Row]]] = [
 ]
 
 
+def _calibrate(timer: timeit.Timer, min_time: float) -> tuple[int, float]:
+    """Calls per repeat so that one lasts ``min_time`` (like Timer.autorange), and that first time."""
+    number = 1
+    while True:
+        elapsed = timer.timeit(number)
+        if elapsed >= min_time:
+            return number, elapsed
+        number = max(number * 2, int(number * min_time / max(elapsed, 1e-9) * 1.1))
+
+
 def best_per_call(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
     """Best per-call time in seconds over ``repeat`` repeats of ``min_time`` seconds each."""
     timer = timeit.Timer(fn)
-    number = 1
-    while True:  # like Timer.autorange, but up to min_time
-        elapsed = timer.timeit(number)
-        if elapsed >= min_time:
-            break
-        number = max(number * 2, int(number * min_time / max(elapsed, 1e-9) * 1.1))
+    number, elapsed = _calibrate(timer, min_time)
     return min([elapsed, *timer.repeat(repeat=repeat - 1, number=number)]) / number
+
+
+def best_per_call_interleaved(fns: dict[str, Callable[[], Any] | None], repeat: int,
+                              min_time: float) -> dict[str, float | None]:  # fmt: skip
+    """best_per_call of each function, the repeats taken in turns (one of each per
+    round), so that a change in the machine's load meets every column alike."""
+    timers = {k: timeit.Timer(fn) for k, fn in fns.items() if fn is not None}
+    numbers, best = {}, {}
+    for k, timer in timers.items():
+        numbers[k], elapsed = _calibrate(timer, min_time)
+        best[k] = elapsed / numbers[k]
+    for _ in range(repeat - 1):
+        for k, timer in timers.items():
+            best[k] = min(best[k], timer.timeit(numbers[k]) / numbers[k])
+    return {k: best.get(k) for k in fns}
 
 
 def fmt_time(s: float | None) -> str:
@@ -391,23 +532,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if row.check is not None:
                 row.check()
-            times = {
-                lib: (best_per_call(fn, args.repeat, args.min_time) if fn is not None else None)
-                for lib, fn in (("bridge", row.bridge_fn), ("numpy", row.numpy_fn),
-                                ("torch", row.torch_fn), ("tvm", row.tvm_fn))
-            }  # fmt: skip
-            b, n, th, tv = times["bridge"], times["numpy"], times["torch"], times["tvm"]
+            times = best_per_call_interleaved(
+                {"bridge": row.bridge_fn, "numpy": row.numpy_fn, "torch": row.torch_fn, "tvm": row.tvm_fn,
+                 "plain": row.plain_fn}, args.repeat, args.min_time)  # fmt: skip
+            b, n, th, tv, pl = times["bridge"], times["numpy"], times["torch"], times["tvm"], times["plain"]
             r_np = b / n if b is not None and n else None
             r_th = b / th if b is not None and th else None
             r_tv = b / tv if b is not None and tv else None
-            ratios = {"numpy": r_np, "torch": r_th, "tvm": r_tv}
+            r_pl = b / pl if b is not None and pl else None
+            ratios = {"numpy": r_np, "torch": r_th, "tvm": r_tv, "plain": r_pl}
             checks = ([(row.target_vs, row.target)] if row.target is not None else []) + list(row.more_targets)
             parts = [f"{'ok' if ratios[vs] <= goal else 'MISS'} (br/{vs[:5]} <= {goal:.2f}x)"
                      for vs, goal in checks if ratios[vs] is not None]  # fmt: skip
             status = "; ".join(parts)
             results.append({
-                "name": row.name, "bridge_s": b, "numpy_s": n, "torch_s": th, "tvm_s": tv,
-                "bridge/numpy": r_np, "bridge/torch": r_th, "bridge/tvm": r_tv,
+                "name": row.name, "bridge_s": b, "numpy_s": n, "torch_s": th, "tvm_s": tv, "plain_s": pl,
+                "bridge/numpy": r_np, "bridge/torch": r_th, "bridge/tvm": r_tv, "bridge/plain": r_pl,
                 "target": row.target, "target_vs": row.target_vs, "status": status or None,
             })  # fmt: skip
             print_row(results[-1], first=len(results) == 1)
@@ -445,8 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-COLUMNS = (("benchmark", 66), ("bridge", 9), ("numpy", 9), ("torch", 9), ("tvm-ffi", 9),
-           ("br/np", 6), ("br/torch", 8), ("br/tvm", 6), ("target", 0))  # fmt: skip
+COLUMNS = (("benchmark", 66), ("bridge", 9), ("numpy", 9), ("torch", 9), ("tvm-ffi", 9), ("plain", 9),
+           ("br/np", 6), ("br/torch", 8), ("br/tvm", 6), ("br/plain", 8), ("target", 0))  # fmt: skip
 
 
 def print_row(r: dict[str, Any], first: bool) -> None:
@@ -454,8 +594,9 @@ def print_row(r: dict[str, Any], first: bool) -> None:
         print("  ".join(f"{h:<{w}}" for h, w in COLUMNS).rstrip())
         print("  ".join("-" * (w or 12) for _, w in COLUMNS))
     cells = (r["name"], fmt_time(r["bridge_s"]), fmt_time(r["numpy_s"]), fmt_time(r["torch_s"]),
-             fmt_time(r["tvm_s"]), fmt_ratio(r["bridge/numpy"]), fmt_ratio(r["bridge/torch"]),
-             fmt_ratio(r["bridge/tvm"]), r["status"] or "")  # fmt: skip
+             fmt_time(r["tvm_s"]), fmt_time(r.get("plain_s")), fmt_ratio(r["bridge/numpy"]),
+             fmt_ratio(r["bridge/torch"]), fmt_ratio(r["bridge/tvm"]), fmt_ratio(r.get("bridge/plain")),
+             r["status"] or "")  # fmt: skip
     print("  ".join(f"{c:<{w}}" for c, (_, w) in zip(cells, COLUMNS)).rstrip(), flush=True)
 
 

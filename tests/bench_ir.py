@@ -5,7 +5,8 @@ Timings on shared machines swing by 25% and more between identical runs;
 instruction counts do not, so every timing claim is reported beside them.
 
 The script re-runs itself under ``valgrind --tool=callgrind``: inside, for each
-row of tests/bench.py and each column (bridge, numpy, torch, tvm-ffi), it calls
+row of tests/bench.py and each column (bridge, numpy, torch, tvm-ffi, and the plain
+copy of the copy rows), it calls
 the operation once to warm it, then calls ``os.getppid`` (libc's ``getppid``: (callgrind zeroes
 its counters there), the operation N times, and ``os.getpgrp`` (callgrind dumps
 there). Each dump's total, less the same measurement of an empty loop, divided
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COLUMNS = ("bridge", "numpy", "torch", "tvm")
+COLUMNS = ("bridge", "numpy", "torch", "tvm", "plain")
 _ZERO, _DUMP = os.getppid, os.getpgrp  # callgrind zeroes at the one and dumps at the other
 
 
@@ -62,7 +63,8 @@ def inside(k: str | None, columns: tuple[str, ...], plan_path: str) -> None:
         for row in group():
             if k and k not in row.name:
                 continue
-            fns = {"bridge": row.bridge_fn, "numpy": row.numpy_fn, "torch": row.torch_fn, "tvm": row.tvm_fn}
+            fns = {"bridge": row.bridge_fn, "numpy": row.numpy_fn, "torch": row.torch_fn, "tvm": row.tvm_fn,
+                   "plain": row.plain_fn}
             for column in columns:
                 fn = fns[column]
                 if fn is None:

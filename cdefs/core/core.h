@@ -255,6 +255,10 @@ PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
  * broadcast to dst's shape and cast to its dtype, overlap handled. 1 done, 0
  * a cast C leaves to NumPy (dst's contents then unspecified), -1 error. */
 int bridge_copy_tensor(TensorObject *dst, TensorObject *src);
+/* The kernel's instruction set (0 element loops, 1 SSE2, 2 AVX2, -1 the
+ * CPU's best; lowered to what the CPU has); returns the level before. For
+ * tests (bridge._drivers.copy_simd). */
+int bridge_copy_set_simd(int level);
 
 /* Module-init hooks of the core files: each adds its functions to `mod`
  * (called by module.c, which joins the layers). */

@@ -554,6 +554,16 @@ static PyObject *py_plain_stream(PyObject *mod, PyObject *cap_in) {
   return cap;
 }
 
+/* copy_simd(level): the copy kernel's instruction set from now on (0 element
+ * loops, 1 SSE2, 2 AVX2, -1 the best the CPU has), so that tests reach every
+ * path whatever the machine; returns the level before. */
+static PyObject *py_copy_simd(PyObject *mod, PyObject *arg) {
+  (void)mod;
+  long level = PyLong_AsLong(arg);
+  if (level == -1 && PyErr_Occurred()) return NULL;
+  return PyLong_FromLong(bridge_copy_set_simd((int)level));
+}
+
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 static PyMethodDef driver_functions[] = {
     {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O,
@@ -566,6 +576,9 @@ static PyMethodDef driver_functions[] = {
          "\"dltensor\", 1 \"dltensor_versioned\", 2 a wrong name) with the standard destructor."),
     {"capsule_info", (PyCFunction)py_capsule_info, METH_O,
      "capsule_info(capsule, /)\n--\n\n(name, address) of a capsule, without consuming it."},
+    {"copy_simd", (PyCFunction)py_copy_simd, METH_O,
+     "copy_simd(level, /)\n--\n\nThe copy kernel's instruction set from now on (0 element loops, 1 "
+     "SSE2, 2 AVX2, -1 the CPU's best; a level the CPU lacks is lowered); returns the one before."},
     {"mark_consumed", (PyCFunction)py_mark_consumed, METH_O,
      "mark_consumed(capsule, /)\n--\n\nRename the capsule to used_*, as a consumer does."},
     FAST("api_to_object", py_api_to_object,

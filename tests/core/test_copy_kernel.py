@@ -29,13 +29,21 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided as np_as_strided
 
 import bridge
-from bridge.core.native import _C
+from bridge.core.native import _C, _drivers
 
 SETTINGS = settings(
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+@pytest.fixture(params=[0, 1, 2], ids=["loops", "sse2", "avx2"])
+def simd(request: pytest.FixtureRequest) -> Any:
+    """Each instruction set of the kernel in turn (a level the CPU lacks runs as its best)."""
+    old = _drivers.copy_simd(request.param)
+    yield request.param
+    _drivers.copy_simd(old)
+
 
 # The dtypes whose conversions C does (the rest: float8/6/4, through NumPy).
 C_CAST = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -188,9 +196,10 @@ def test_copy_matches_numpy(data: st.DataObject, shape: tuple[int, ...], name: s
     check_copy(data, dt, dt, shape)
 
 
-@settings(SETTINGS, max_examples=60)
+@settings(SETTINGS, max_examples=60, suppress_health_check=[*SETTINGS.suppress_health_check,
+                                                            HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(data=st.data(), shape=big_shapes, name=same_dtypes)
-def test_large_copy_matches_numpy(data: st.DataObject, shape: tuple[int, ...], name: str) -> None:
+def test_large_copy_matches_numpy(data: st.DataObject, shape: tuple[int, ...], name: str, simd: int) -> None:
     dt = getattr(bridge, name)
     check_copy(data, dt, dt, shape)
 
@@ -360,3 +369,26 @@ def test_clone_layouts(name: str) -> None:
     assert t.clone(memory_format=bridge.channels_last).is_contiguous(memory_format=bridge.channels_last)
     assert t.flip(1).contiguous().is_contiguous()
     assert np.array_equal(t.flip(1).contiguous().numpy(), t.numpy()[:, ::-1])
+
+
+@pytest.mark.parametrize("name", ["uint8", "int16", "float32", "float64", "complex128"])
+def test_transposes_and_reversals_every_block_and_edge(name: str, simd: int) -> None:
+    # the SIMD blocks (up to 32 x 16 elements) whole and cut at every kind of edge
+    for n, m in [(1, 1), (7, 9), (16, 16), (31, 33), (32, 16), (48, 64), (64, 65), (100, 37), (130, 257)]:
+        a = (np.arange(n * m) % 251).astype(name).reshape(n, m)
+        t = bridge.from_numpy(a)
+        for got, want in ((t.t(), a.T), (t.flip(1), a[:, ::-1]), (t.t().flip(0), a.T[::-1]),
+                          (t[::2, 1::3].t(), a[::2, 1::3].T)):  # fmt: skip
+            assert np.array_equal(got.contiguous().numpy(), np.ascontiguousarray(want)), (n, m, want.strides)
+            for cast in ("int64", "float32"):
+                if name != "complex128":
+                    assert np.array_equal(got.to(getattr(bridge, cast)).numpy(), want.astype(cast))
+    # src rows 64 KiB apart (every cache set shared): staged through the scratch buffer
+    wide = (np.arange(37 * (65536 // a.itemsize)) % 251).astype(name).reshape(37, -1)[:, :300]
+    assert np.array_equal(bridge.from_numpy(wide).t().contiguous().numpy(), np.ascontiguousarray(wide.T))
+    if name != "complex128":
+        assert np.array_equal(bridge.from_numpy(wide).t().to(bridge.float64).numpy(), wide.T.astype(np.float64))
+    b = (np.arange(5 * 40 * 70) % 251).astype(name).reshape(5, 40, 70)
+    for perm in [(0, 2, 1), (2, 1, 0), (1, 2, 0), (2, 0, 1)]:
+        got = bridge.from_numpy(b).permute(perm).contiguous().numpy()
+        assert np.array_equal(got, np.ascontiguousarray(b.transpose(perm)))
