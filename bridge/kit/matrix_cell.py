@@ -40,6 +40,8 @@ def _producer_address(obj: Any) -> int | None:
         lambda o: arrow_address(o),
         # mlx and other buffer exporters: the buffer's first element (memoryview never copies)
         lambda o: np.asarray(memoryview(o)).__array_interface__["data"][0],
+        # the rest that export DLPack (mlx's bfloat16, which no buffer has): as bridge imports it
+        _dlpack_address,
     ):
         try:
             value = probe(obj)
@@ -48,6 +50,16 @@ def _producer_address(obj: Any) -> int | None:
         if isinstance(value, int):
             return value
     return None
+
+
+def _dlpack_address(obj: Any) -> int:
+    """The first element's address of a DLPack exporter, as bridge's reference
+    importer reads it (bridge's counters are read after this, so the import
+    and its release do not count against the cell)."""
+    from bridge.interop.dlpack import from_dlpack
+
+    address: int = from_dlpack(obj).data_ptr()
+    return address
 
 
 def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
@@ -205,6 +217,11 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.path = _path(cell, obj, calls, api_before)
     judged = _judge(cell, consumer, obj, result, expected, src_addr)
     del result  # the producer stays alive: only the consumer's references must go
+    if consumer.told is not None:
+        reason, said = consumer.told()
+        if judged.verdict == "copy":
+            judged.reason = reason
+        judged.detail = "; ".join(d for d in (judged.detail, said) if d)
     if judged.verdict == "violation":
         return judged
     gc.collect(0)
@@ -277,13 +294,25 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         # Arrow consumers without a tensor type take N-d input as a flat array.
         cell.detail = f"taken as a {got.ndim}-d array of {got.size} values"
         expected = expected.reshape(got.shape)
+    unnamed = ""
     if consumer.dtype_of is not None and cell.protocol != "arrow":
         try:
             arrived = consumer.dtype_of(result)
-        except Exception:
-            arrived = cell.dtype
+        except Exception as e:  # the library has no name for the dtype it holds (tvm-ffi's complex)
+            arrived, unnamed = cell.dtype, f"{type(e).__name__}: {str(e)[:80]}"
         if arrived != cell.dtype:
             return _violate(cell, "dtype", f"{cell.dtype} arrived as {arrived}")
+    judged = _judge_memory(cell, consumer, obj, result, got, expected, src_addr)
+    if unnamed and judged.verdict in ("zero-copy", "copy", "empty"):
+        judged.verdict = "unverified"
+        judged.detail = f"the values crossed, but the result's dtype is not readable: {unnamed}"
+    return judged
+
+
+def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np.ndarray[Any, Any],
+                  expected: np.ndarray[Any, Any], src_addr: int | None) -> Cell:  # fmt: skip
+    """The checks after the dtype's, on the values ``got`` read back: shape,
+    values, read-only, and the address that tells zero-copy from copy."""
     if got.shape != expected.shape:
         return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
@@ -314,6 +343,8 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         cell.verdict = "zero-copy"
     else:
         cell.verdict = "copy"
+        if cell.detail.startswith("read-only lost"):
+            cell.detail = ""  # a copy is new memory: writable is right
     return cell
 
 
