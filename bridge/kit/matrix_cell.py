@@ -38,10 +38,13 @@ def _producer_address(obj: Any) -> int | None:
         lambda o: o.__array_interface__["data"][0],
         lambda o: o.unsafe_buffer_pointer(),
         lambda o: arrow_address(o),
+        lambda o: o.impl.get_dlpack_data(),  # pydlpack: the data pointer of the tensor it wraps
         # mlx and other buffer exporters: the buffer's first element (memoryview never copies)
         lambda o: np.asarray(memoryview(o)).__array_interface__["data"][0],
-        # the rest that export DLPack (mlx's bfloat16, which no buffer has): as bridge imports it
+        # mlx's bfloat16 (no buffer) and array-api-strict through DLPack, and the Arrow exporters (polars, nanoarrow,
+        # pandas, xarray: each export shares the same buffer): as bridge imports them
         _dlpack_address,
+        _arrow_address,
     ):
         try:
             value = probe(obj)
@@ -52,13 +55,30 @@ def _producer_address(obj: Any) -> int | None:
     return None
 
 
+# The libraries whose every __dlpack__ is a new view of the same memory, probed
+# that way where nothing else tells an address: not every exporter may be asked
+# twice (pydlpack's objects export once), so only those named here are.
+_REEXPORTERS = ("mlx", "array_api_strict")
+
+
 def _dlpack_address(obj: Any) -> int:
-    """The first element's address of a DLPack exporter, as bridge's reference
-    importer reads it (bridge's counters are read after this, so the import
-    and its release do not count against the cell)."""
+    """The first element's address of a DLPack exporter of :data:`_REEXPORTERS`,
+    as bridge's reference importer reads it (bridge's counters are read after
+    this, so the import and its release do not count against the cell)."""
+    if type(obj).__module__.split(".")[0] not in _REEXPORTERS:
+        raise TypeError("not asked: its export may be one-shot")
     from bridge.interop.dlpack import from_dlpack
 
     address: int = from_dlpack(obj).data_ptr()
+    return address
+
+
+def _arrow_address(obj: Any) -> int:
+    """The first value's address of an Arrow PyCapsule exporter, as bridge's
+    Arrow importer reads it."""
+    from bridge.interop.arrow import from_arrow
+
+    address: int = from_arrow(obj).data_ptr()
     return address
 
 

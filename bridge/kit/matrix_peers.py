@@ -404,7 +404,10 @@ def _through_convert(own: Consumer) -> Consumer:
         if said:
             last["reason"], last["detail"] = said[0].kind, str(said[0])
         else:
-            fixes = plan(obj, peer).fixes
+            try:  # the fixes that copy nothing, planned again: a one-shot exporter (pydlpack) refuses
+                fixes = plan(obj, peer).fixes
+            except Exception:
+                fixes = ()
             if fixes:
                 last["detail"] = "convert: " + "; ".join(f"{f.kind} ({f.reason})" for f in fixes)
         return result
