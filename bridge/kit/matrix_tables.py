@@ -395,7 +395,7 @@ def _versus_lines(cells: list[Cell], width: int) -> list[_Line]:
     if not any(via.cells for _, _, _, via in rows):
         return []
     out: list[_Line] = [("", ""), ("Own import and via bridge-convert, per consumer", "bold")]
-    out.append(("               ------ own import ------   ------------- via bridge-convert -------------", "dim"))
+    out.append((f"{'':13}{' own import ':-^25}   {' via bridge-convert ':-^36}", "dim"))
     out.append(("  consumer     crash  viol refus 0copy   crash  viol refus 0copy copies named", "bold"))
     for name, _, d, v in rows:
         row = (f"  {name[:11]:<11}{d.crash:>7}{d.violation:>6}{d.refused:>6}{d.percent():>6}"

@@ -236,6 +236,8 @@ def test_direct_and_bridge_convert_side_by_side_in_every_report() -> None:
     assert max(map(len, lines)) <= 80
     text = "\n".join(lines)
     assert "Own import and via bridge-convert, per consumer" in text
+    assert any(line.strip().startswith("-") and line.rstrip().endswith("-") and "via bridge-convert" in line
+               for line in lines), "the column heads were cut"  # fmt: skip
     torch_row = next(line for line in lines if line.startswith("  torch "))
     assert torch_row.split() == ["torch", "1", "1", "0", "50%", "0", "0", "0", "50%", "2", "1"]
     tags = _parse(to_html(cells))
