@@ -39,7 +39,7 @@ from bridge.kit.matrix_frameworks import apply_layout
 if TYPE_CHECKING:  # (matrix_grid reads this module: the cells' type is imported for the checker only)
     from bridge.kit.matrix_grid import Cell
 
-__all__ = ["CONVERT", "ALIGNMENT", "LAYOUT_FIELDS", "record", "own_protocol", "geometry", "problems",
+__all__ = ["CONVERT", "ALIGNMENT", "LAYOUT_FIELDS", "record", "own_protocol", "Geometry", "geometry", "problems",
            "copy_reason", "Contradiction", "contradictions"]  # fmt: skip
 
 #: The protocol of the matrix that crosses through :func:`bridge.convert`.
