@@ -126,8 +126,10 @@ _TABLE = (
            readonly="keeps", dtypes=_BASE | _COMPLEX, dtype_views=ML_DTYPES,
            note="refuses bfloat16, float8/6/4 (RuntimeError): viewed through ml_dtypes instead"),
     _holds("torch", "torch", "torch.from_dlpack", "torch.Tensor", ("torch.Tensor",),
-           negative_strides=False, devices=_CPU_CUDA, dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_TORCH,
-           note="aborts the process on negative strides; writes through read-only memory"),
+           negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
+           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_TORCH,
+           note="aborts the process on negative strides; refuses a non-zero byte_offset (ValueError); writes "
+                "through read-only memory"),
     _holds("jax", "jax", "jax.dlpack.from_dlpack", "jax.Array", ("jax.Array", "jaxlib._jax.ArrayImpl"),
            strides="compact", negative_strides=False, zero_strides=False, alignment=64,
            readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,

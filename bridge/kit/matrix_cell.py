@@ -38,8 +38,13 @@ def _producer_address(obj: Any) -> int | None:
         lambda o: o.__array_interface__["data"][0],
         lambda o: o.unsafe_buffer_pointer(),
         lambda o: arrow_address(o),
+        lambda o: o.impl.get_dlpack_data(),  # pydlpack: the data pointer of the tensor it wraps
         # mlx and other buffer exporters: the buffer's first element (memoryview never copies)
         lambda o: np.asarray(memoryview(o)).__array_interface__["data"][0],
+        # mlx's bfloat16 (no buffer) and array-api-strict through DLPack, and the Arrow exporters (polars, nanoarrow,
+        # pandas, xarray: each export shares the same buffer): as bridge imports them
+        _dlpack_address,
+        _arrow_address,
     ):
         try:
             value = probe(obj)
@@ -48,6 +53,33 @@ def _producer_address(obj: Any) -> int | None:
         if isinstance(value, int):
             return value
     return None
+
+
+# The libraries whose every __dlpack__ is a new view of the same memory, probed
+# that way where nothing else tells an address: not every exporter may be asked
+# twice (pydlpack's objects export once), so only those named here are.
+_REEXPORTERS = ("mlx", "array_api_strict")
+
+
+def _dlpack_address(obj: Any) -> int:
+    """The first element's address of a DLPack exporter of :data:`_REEXPORTERS`,
+    as bridge's reference importer reads it (bridge's counters are read after
+    this, so the import and its release do not count against the cell)."""
+    if type(obj).__module__.split(".")[0] not in _REEXPORTERS:
+        raise TypeError("not asked: its export may be one-shot")
+    from bridge.interop.dlpack import from_dlpack
+
+    address: int = from_dlpack(obj).data_ptr()
+    return address
+
+
+def _arrow_address(obj: Any) -> int:
+    """The first value's address of an Arrow PyCapsule exporter, as bridge's
+    Arrow importer reads it."""
+    from bridge.interop.arrow import from_arrow
+
+    address: int = from_arrow(obj).data_ptr()
+    return address
 
 
 def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
@@ -216,6 +248,11 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.path = _path(cell, obj, calls, api_before)
     judged = _judge(cell, consumer, obj, result, expected, src_addr)
     del result  # the producer stays alive: only the consumer's references must go
+    if consumer.told is not None:
+        reason, said = consumer.told()
+        if judged.verdict == "copy":
+            judged.reason = reason
+        judged.detail = "; ".join(d for d in (judged.detail, said) if d)
     if judged.verdict == "violation":
         return judged
     gc.collect(0)
@@ -288,13 +325,25 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         # Arrow consumers without a tensor type take N-d input as a flat array.
         cell.detail = f"taken as a {got.ndim}-d array of {got.size} values"
         expected = expected.reshape(got.shape)
+    unnamed = ""
     if consumer.dtype_of is not None and cell.protocol != "arrow":
         try:
             arrived = consumer.dtype_of(result)
-        except Exception:
-            arrived = cell.dtype
+        except Exception as e:  # the library has no name for the dtype it holds (tvm-ffi's complex)
+            arrived, unnamed = cell.dtype, f"{type(e).__name__}: {str(e)[:80]}"
         if arrived != cell.dtype:
             return _violate(cell, "dtype", f"{cell.dtype} arrived as {arrived}")
+    judged = _judge_memory(cell, consumer, obj, result, got, expected, src_addr)
+    if unnamed and judged.verdict in ("zero-copy", "copy", "empty"):
+        judged.verdict = "unverified"
+        judged.detail = f"the values crossed, but the result's dtype is not readable: {unnamed}"
+    return judged
+
+
+def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np.ndarray[Any, Any],
+                  expected: np.ndarray[Any, Any], src_addr: int | None) -> Cell:  # fmt: skip
+    """The checks after the dtype's, on the values ``got`` read back: shape,
+    values, read-only, and the address that tells zero-copy from copy."""
     if got.shape != expected.shape:
         return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
@@ -325,6 +374,8 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
         cell.verdict = "zero-copy"
     else:
         cell.verdict = "copy"
+        if cell.detail.startswith("read-only lost"):
+            cell.detail = ""  # a copy is new memory: writable is right
     return cell
 
 

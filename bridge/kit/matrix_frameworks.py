@@ -25,6 +25,10 @@ import numpy as np
 
 __all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout"]
 
+# onnxruntime spells the float8 types without bridge's underscore (and e8m0 without "fnu").
+_ORT_FLOAT8 = {"float8e4m3fn": "float8_e4m3fn", "float8e4m3fnuz": "float8_e4m3fnuz", "float8e5m2": "float8_e5m2",
+               "float8e5m2fnuz": "float8_e5m2fnuz", "float8e8m0": "float8_e8m0fnu"}  # fmt: skip
+
 NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray", "tensorflow", "warp")
 
 
@@ -35,8 +39,8 @@ def dtype_name(dtype: Any) -> str:
     name = getattr(dtype, "__name__", None) if isinstance(dtype, type) else None
     text = str(name or getattr(dtype, "name", None) or dtype)
     text = text.rsplit(".", 1)[-1].strip("<>'\" ").replace("dtype: '", "").lower()
-    if text.startswith("tensor(") and text.endswith(")"):  # onnxruntime's names
-        text = {"float": "float32", "double": "float64"}.get(text[7:-1], text[7:-1])
+    if text.startswith("tensor(") and text.endswith(")"):  # onnxruntime's names (float8e4m3fn, float8e8m0)
+        text = {"float": "float32", "double": "float64", **_ORT_FLOAT8}.get(text[7:-1], text[7:-1])
     return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16"}.get(text, text)
 
 

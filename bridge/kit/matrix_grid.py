@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bridge.core import dtypes as _dtypes
+from bridge.kit import matrix_holds as _holds
 
 __all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_PEERS", "VERDICTS",
            "COPY_REASONS", "ALIGNMENT", "Cell", "available", "bridge_at_fault", "culprits", "copy_reasons",
@@ -30,9 +31,12 @@ DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "c
 # copy=True and with device="cpu" (the producer's __dlpack__ asked for copy /
 # dl_device); jax-array: jnp.asarray of a producer with __jax_array__;
 # arrow-device-stream: the consumer reads the producer's
-# __arrow_c_device_stream__.
+# __arrow_c_device_stream__; bridge-convert: bridge.convert(x, consumer), into
+# every destination of bridge.crossing.capabilities (the others are the
+# "direct" ones).
 PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-interface", "buffer",
-             "arrow", "arrow-device-stream", "cuda-array-interface", "jax-array")  # fmt: skip
+             "arrow", "arrow-device-stream", "cuda-array-interface", "jax-array",
+             _holds.CONVERT)  # fmt: skip
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
          "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
          "tensorflow", "warp", "cupy")  # fmt: skip
@@ -45,13 +49,16 @@ _MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core"}
 #: ``empty``: a zero-size tensor crossed intact; it has no bytes to share,
 #: so it is neither a copy nor zero-copy.
 VERDICTS = ("zero-copy", "copy", "empty", "unverified", "refused", "violation", "crash", "n/a")
-#: Why a ``copy`` cell copied, as :func:`copy_reasons` tells it from the
-#: consumer's other cells (empty when they do not tell).
-COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout")
-#: The alignment, in bytes, a source's first element is checked for (what
-#: consumers that copy unaligned memory ask for; jax shares exactly the
-#: sources aligned so in the matrix).
-ALIGNMENT = 64
+#: Why a ``copy`` cell copied (empty when nothing tells): as
+#: :func:`copy_reasons` tells it from the consumer's record in the destination
+#: table or its other cells; for ``bridge-convert``, the kind of
+#: :class:`bridge.CopyWarning` (``destination``: the library copies every
+#: import; ``device``: the memory was on a device it does not hold).
+COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout", "destination", "device")
+#: The alignment, in bytes, a source's first element is checked for: the
+#: largest the destination table asks for (jax and tensorflow copy or refuse
+#: memory not aligned so).
+ALIGNMENT = _holds.ALIGNMENT
 
 
 @dataclasses.dataclass
@@ -107,9 +114,11 @@ def available(peer: str) -> bool:
 
 def bridge_at_fault(cell: Cell) -> bool:
     """Whether a violation or crash is bridge's own: bridge consuming anything,
-    or bridge producing for bridge or for NumPy (the reference consumer).
-    Another consumer crashing on, or misreading, a valid bridge export is
-    that consumer's failure, reported but not bridge's."""
+    anything crossing through ``bridge.convert`` (the ``bridge-convert``
+    protocol: convert chose what the destination was handed), or bridge
+    producing for bridge or for NumPy (the reference consumer). Another
+    consumer crashing on, or misreading, a valid bridge export is that
+    consumer's failure, reported but not bridge's."""
     if cell.verdict not in ("violation", "crash"):
         return False
     if cell.detail.startswith("the producer crashed") and cell.producer != "bridge":
@@ -117,7 +126,11 @@ def bridge_at_fault(cell: Cell) -> bool:
     if cell.rule == "exceptions":
         # The exception's type is the choice of whoever raised it: the
         # producer, when the consumer passed its exception on.
-        return (cell.producer if "[raised by" in cell.detail else cell.consumer) == "bridge"
+        if "[raised by" in cell.detail:
+            return cell.producer == "bridge"
+        return cell.consumer == "bridge" or cell.protocol == _holds.CONVERT
+    if cell.protocol == _holds.CONVERT:
+        return True
     return cell.consumer == "bridge" or (cell.producer == "bridge" and cell.consumer == "numpy")
 
 
@@ -132,6 +145,8 @@ def culprits(cells: list[Cell]) -> list[str]:
 
     - a crash making the case, or importing a library, is that library's; any
       other crash is the consumer's;
+    - through ``bridge-convert``, what would be the consumer's is bridge's
+      (``convert`` chose what the consumer was handed);
     - a refusal of the wrong type is the consumer's, unless it passed on the
       producer's exception (``[raised by ...]``); a keyword ``__dlpack__``
       does not take is the producer's;
@@ -143,33 +158,45 @@ def culprits(cells: list[Cell]) -> list[str]:
     """
     reference = {(c.producer, c.dtype, c.layout, c.readonly, c.rule) for c in cells
                  if c.verdict == "violation" and c.consumer in ("numpy", "bridge") and c.rule in _EITHER_SIDE}  # fmt: skip
-    out = []
-    for c in cells:
-        if c.verdict not in ("violation", "crash"):
-            out.append("")
-        elif c.verdict == "crash":
-            if c.detail.startswith("the producer crashed"):
-                out.append(c.producer)
-            elif c.detail.startswith("importing "):
-                out.append(c.detail.split()[1])
-            else:
-                out.append(c.consumer)
-        elif c.rule == "exceptions":
-            out.append(c.producer if "[raised by" in c.detail else c.consumer)
-        elif c.rule in ("dl_device", "copy") and "does not take" in c.detail:
-            out.append(c.producer)
-        elif c.rule in _EITHER_SIDE and (c.producer, c.dtype, c.layout, c.readonly, c.rule) in reference:
-            out.append(c.producer)
-        else:
-            out.append(c.consumer)
-    return out
+    return [_culprit(c, reference) for c in cells]
+
+
+def _culprit(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:
+    who = _culprit_direct(c, reference)
+    return "bridge" if who == c.consumer and c.protocol == _holds.CONVERT else who
+
+
+def _culprit_direct(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:
+    if c.verdict not in ("violation", "crash"):
+        return ""
+    if c.verdict == "crash":
+        if c.detail.startswith("the producer crashed"):
+            return c.producer
+        if c.detail.startswith("importing "):
+            return c.detail.split()[1]
+        return c.consumer
+    if c.rule == "exceptions":
+        return c.producer if "[raised by" in c.detail else c.consumer
+    if c.rule in ("dl_device", "copy") and "does not take" in c.detail:
+        return c.producer
+    if c.rule in _EITHER_SIDE and (c.producer, c.dtype, c.layout, c.readonly, c.rule) in reference:
+        return c.producer
+    return c.consumer
 
 
 def copy_reasons(cells: list[Cell]) -> None:
-    """Fill in each ``copy`` cell's ``reason`` from the consumer's behaviour:
-    the cells of the same producer, consumer and protocol that were
-    zero-copy. The first of these that holds names the reason; none holds,
-    none is named:
+    """Fill in the ``reason`` of each ``copy`` cell that has none (a
+    ``bridge-convert`` cell has its :class:`bridge.CopyWarning`'s kind).
+
+    A destination of :func:`bridge.convert` taking a case through its own
+    import (the ``dlpack`` protocol) copies for the reason its record in the
+    destination table names (:func:`bridge.kit.matrix_holds.copy_reason`:
+    ``destination``, ``alignment``, ``layout``, ``dtype``;
+    ``tests/crossing/test_capabilities.py`` holds the records to the
+    matrix). Otherwise the reason is told from the consumer's behaviour: the
+    cells of the same producer, consumer and protocol that were zero-copy.
+    The first of these that holds names the reason; none holds, none is
+    named:
 
     - ``requested``: the protocol asks for a copy (``dlpack-copy``);
     - ``read-only``: the same dtype and layout, writable, was shared;
@@ -187,13 +214,18 @@ def copy_reasons(cells: list[Cell]) -> None:
         if c.verdict == "zero-copy":
             shared[(c.producer, c.consumer, c.protocol)].append(c)
     for c in cells:
-        if c.verdict == "copy":
+        if c.verdict == "copy" and not c.reason:
             c.reason = _why_copied(c, shared.get((c.producer, c.consumer, c.protocol), []))
 
 
 def _why_copied(c: Cell, zero: list[Cell]) -> str:
     if c.protocol == "dlpack-copy":
         return "requested"
+    h = _holds.record(c.consumer)
+    if h is not None and h.capsule != "none" and c.protocol == _holds.own_protocol(h):
+        said = _holds.copy_reason(h, c.dtype, c.layout, c.readonly, c.aligned)
+        if said:
+            return said
     same_case = [z for z in zero if z.layout == c.layout and z.readonly == c.readonly]
     unaligned_shared = any(z.aligned is False for z in zero)
     if c.readonly and any(z.dtype == c.dtype and z.layout == c.layout and not z.readonly for z in zero):

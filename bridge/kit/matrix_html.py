@@ -10,7 +10,10 @@ escaped so that no detail text can end the block). It shows, top to bottom:
 * per library held responsible (:func:`~bridge.kit.matrix_grid.culprits`),
   its crashes and violations with the rules broken (each rule's name, its
   spec citation linked to the spec);
-* per protocol, a producer x consumer grid (``table.grid[data-protocol=...]``)
+* per consumer, its own import's counts beside ``bridge-convert``'s
+  (``table#versus``), and the destination table's check against the cells;
+* per protocol, a producer x consumer grid (``table.grid[data-protocol=...]``,
+  the ``dlpack`` and ``bridge-convert`` grids side by side in a ``div.pair``)
   whose cells (``td.cell[data-producer=...][data-consumer=...]``) are coloured
   by their worst verdict (:data:`bridge.kit.matrix_tables.SEVERITY`) and show
   the count of each verdict; each holds a button that shows its cases (dtype,
@@ -33,7 +36,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from bridge.kit.matrix_grid import PEERS, PROTOCOLS, VERDICTS, Cell, bridge_at_fault, culprits
-from bridge.kit.matrix_tables import SEVERITY, ordered, worst
+from bridge.kit.matrix_holds import CONVERT
+from bridge.kit.matrix_tables import SEVERITY, Side, ordered, table_check, versus, worst
 from bridge.kit.rules import RULES
 
 __all__ = ["to_html", "write_html", "COLOURS", "LETTERS"]
@@ -74,6 +78,7 @@ table { border-collapse: collapse; }
 table.summary td, table.summary th, table.cases td, table.cases th {
   border: 1px solid #ced4da; padding: .2rem .45rem; text-align: left; vertical-align: top; }
 table.summary td.n { text-align: right; }
+div.pair { display: flex; flex-wrap: wrap; gap: 0 2rem; align-items: flex-start; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table.grid { margin-bottom: .5rem; }
 table.grid th { font-weight: 600; padding: .15rem .3rem; }
@@ -297,6 +302,55 @@ def _grid(cells: list[Cell], protocol: str, producers: list[str], consumer_names
             f'<tbody>{"".join(body)}</tbody></table></div></section>')  # fmt: skip
 
 
+def _side(s: Side, copies: bool) -> str:
+    named = f' title="{s.named} with their reason named"' if copies and s.copy else ""
+    return (f'<td class="n">{s.cells}</td><td class="n">{s.crash or ""}</td><td class="n">{s.violation or ""}</td>'
+            f'<td class="n">{s.refused or ""}</td><td class="n"{named}>'
+            f'{(f"{s.copy} ({s.named} named)" if copies else s.copy) if s.copy else ""}</td>'
+            f'<td class="n">{s.zero_copy} ({_text(s.percent())})</td>')  # fmt: skip
+
+
+def _versus(cells: list[Cell]) -> str:
+    """The direct grid's and the ``bridge-convert`` grid's counts per consumer,
+    side by side (:func:`~bridge.kit.matrix_tables.versus`), and the
+    destination table's check (:func:`~bridge.kit.matrix_tables.table_check`)."""
+    rows = versus(cells)
+    if not any(via.cells for _, _, _, via in rows):
+        return ""
+    body = "".join(f'<tr data-consumer="{_attr(name)}"><th scope="row">{_text(name)}</th><td>{_text(own)}</td>'
+                   f"{_side(direct, False)}{_side(via, True)}</tr>" for name, own, direct, via in rows)  # fmt: skip
+    judged, found = table_check(cells)
+    check = ""
+    if judged:
+        items = "".join(f"<li>{_text(line)}</li>" for line in found)
+        check = (f'<p id="table-check">The destination table (<code>bridge/crossing/capabilities.py</code>) '
+                 f"against the {judged} cells of bridge's tensors through each library's own DLPack import: "
+                 f'{f"{len(found)} contradictions" if found else "no contradiction"}.</p>'
+                 + (f"<ul>{items}</ul>" if items else ""))  # fmt: skip
+    head = "<th>cells</th><th>crash</th><th>violation</th><th>refused</th><th>copy</th><th>zero-copy</th>"
+    return ('<h2>Direct and via bridge.convert, per consumer</h2>'
+            "<p>Each consumer's own import (<code>from_dlpack</code>; <code>pa.array</code> and "
+            "<code>pl.Series</code> for pyarrow and polars) beside <code>bridge.convert(x, consumer)</code>. "
+            "Zero-copy is the share of the cells with bytes to share; a convert copy names its reason.</p>"
+            '<table class="summary" id="versus"><thead><tr><th rowspan="2">consumer</th>'
+            '<th rowspan="2">own import</th><th colspan="6">direct</th><th colspan="6">via bridge-convert</th></tr>'
+            f"<tr>{head}{head}</tr></thead><tbody>{body}</tbody></table>{check}")  # fmt: skip
+
+
+def _grids(cells: list[Cell], protocols: list[str], producers: list[str], consumer_names: list[str]) -> str:
+    """Every protocol's grid; ``dlpack`` and ``bridge-convert`` side by side."""
+    paired = "dlpack" in protocols and CONVERT in protocols
+    out = []
+    for pr in protocols:
+        if paired and pr == CONVERT:
+            continue
+        grid = _grid(cells, pr, producers, consumer_names)
+        if paired and pr == "dlpack":
+            grid = f'<div class="pair">{grid}{_grid(cells, CONVERT, producers, consumer_names)}</div>'
+        out.append(grid)
+    return "".join(out)
+
+
 def to_html(cells: list[Cell], *, title: str = "bridge interop matrix",
             meta: Mapping[str, str] | None = None) -> str:  # fmt: skip
     """The matrix report as one HTML page (see the module's docstring) that
@@ -312,7 +366,7 @@ def to_html(cells: list[Cell], *, title: str = "bridge interop matrix",
     verdicts = list(dict.fromkeys(verdicts))
     meta_html = "".join(f"<dt>{_text(k)}</dt><dd>{_text(v)}</dd>" for k, v in (meta or {}).items())
     counts = ", ".join(f"{total[v]} {v}" for v in verdicts if total[v]) or "no cells"
-    grids = "".join(_grid(cells, pr, producers, consumer_names) for pr in protocols)
+    grids = _grids(cells, protocols, producers, consumer_names)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -335,8 +389,10 @@ it shows the count of each verdict followed by the verdict's letter (for example
 <main>
 <h2>Crashes and violations per library</h2>
 {_failures(cells, peers)}
+{_versus(cells)}
 <h2>Grids, per protocol</h2>
-<p>Choose a cell to list its cases below.</p>
+<p>Choose a cell to list its cases below. The direct <code>dlpack</code> grid and the
+<code>bridge-convert</code> grid (the same producers through <code>bridge.convert</code>) stand side by side.</p>
 {grids}
 </main>
 <section id="details" hidden aria-live="polite"></section>

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from bridge.core import dtypes as _dtypes
+from bridge.crossing.capabilities import DESTINATIONS
 from bridge.kit import matrix_frameworks as _frameworks
 from bridge.kit.matrix_grid import available
+from bridge.kit.matrix_holds import CONVERT, own_protocol
 
 __all__ = ["reference", "NotMade", "produce", "Consumer", "consumers", "arrow_address", "CONSUMES", "Entry",
            "consumer_entries"]
@@ -141,6 +143,11 @@ class Consumer:
     writable: Callable[[Any], bool]
     poke: Callable[[Any, Any], None] | None = None
     dtype_of: Callable[[Any], str] | None = None
+    #: What the last ``take`` said of itself: ``(reason, detail)``, the
+    #: reason a copy was made and how the exchange went, in words (the
+    #: ``bridge-convert`` consumers: the :class:`bridge.CopyWarning`'s kind
+    #: and the plan's fixes); None where the consumer says nothing.
+    told: Callable[[], tuple[str, str]] | None = None
 
 
 def _np_address(a: Any) -> int:
@@ -177,6 +184,10 @@ CONSUMES: dict[str, tuple[str, ...]] = {
     "warp": ("dlpack", "array-interface"),
     "cupy": ("dlpack", "cuda-array-interface"),
 }
+# Every destination of bridge.convert also consumes through it (read from the
+# destination table, so a destination added there joins the matrix).
+for _name in DESTINATIONS:
+    CONSUMES[_name] = (*CONSUMES.get(_name, ()), CONVERT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,6 +359,99 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
             Consumer("cupy", "cuda-array-interface", cupy.asarray, cupy.asnumpy,
                      lambda x: x.data.ptr, lambda x: True),
         ]  # fmt: skip
+    direct = {(c.peer, c.protocol): c for c in out}
+    for name, h in DESTINATIONS.items():
+        own = direct.get((name, own_protocol(h)))
+        if want(name) and own is not None:
+            out.append(_through_convert(own))
     return out
+
+
+def _arrow_values(a: Any) -> np.ndarray[Any, Any]:
+    """A pyarrow Array's or FixedShapeTensorArray's values (bool8 as bool)."""
+    import pyarrow as pa
+
+    if isinstance(a.type, pa.FixedShapeTensorType):
+        flat = a.storage.flatten()  # (past the array's offset)
+        return np.array(flat.to_numpy(zero_copy_only=False), copy=True).reshape((len(a), *a.type.shape))
+    return np.array(a.to_numpy(zero_copy_only=False), copy=True)
+
+
+def _arrow_first(a: Any) -> int | None:
+    """The address of the first value of a pyarrow Array or FixedShapeTensorArray."""
+    import pyarrow as pa
+
+    if isinstance(a.type, pa.FixedShapeTensorType):
+        a = a.storage.flatten()
+    if isinstance(a, pa.ExtensionArray):  # arrow.bool8: its int8 storage
+        a = a.storage
+    return arrow_address(a)
+
+
+def _through_convert(own: Consumer) -> Consumer:
+    """The ``bridge-convert`` consumer of destination ``own.peer``:
+    ``bridge.convert(x, peer)``, its result read as the destination's own
+    import's result is (``own``), and what it ``told``: the kind of the
+    :class:`bridge.CopyWarning` it emitted (the reason of its copy) and the
+    fixes of its plan."""
+    import warnings
+
+    import bridge
+    from bridge.crossing.convert import plan
+
+    peer = own.peer
+    last = {"reason": "", "detail": ""}
+
+    def take(obj: Any) -> Any:
+        last["reason"] = last["detail"] = ""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", bridge.CopyWarning)
+            result = bridge.convert(obj, peer)
+        said = [w.message for w in caught if isinstance(w.message, bridge.CopyWarning)]
+        if said:
+            last["reason"], last["detail"] = said[0].kind, str(said[0])
+        else:
+            try:  # the fixes that copy nothing, planned again: a one-shot exporter (pydlpack) refuses
+                fixes = plan(obj, peer).fixes
+            except Exception:
+                fixes = ()
+            if fixes:
+                last["detail"] = "convert: " + "; ".join(f"{f.kind} ({f.reason})" for f in fixes)
+        return result
+
+    values, address, dtype_of = own.values, own.address, own.dtype_of
+    if peer == "pyarrow":
+        values, address = _arrow_values, _arrow_first
+    elif peer == "polars":
+        # a Series over bridge's memory reads back zero-copy (to_numpy shares a single numeric chunk)
+        address = lambda s: _np_address(s.to_numpy())  # noqa: E731
+    if dtype_of is None:
+        dtype_of = lambda r: _frameworks.dtype_name(np.asarray(values(r)).dtype)  # noqa: E731
+    return Consumer(peer, CONVERT, take, _or_bridge(values, lambda t: np.array(t.numpy(), copy=True)),
+                    _or_bridge(address, lambda t: t.data_ptr()), own.writable, poke=own.poke,
+                    dtype_of=_or_bridge(dtype_of, lambda t: t.dtype.name),
+                    told=lambda: (last["reason"], last["detail"]))  # fmt: skip
+
+
+def _or_bridge(read: Callable[[Any], Any], by_bridge: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``read`` of a result, or, where the library's own API cannot read it
+    (onnxruntime's and tvm-ffi's bfloat16 have no NumPy type, mlx's no
+    buffer), ``by_bridge`` of the result as bridge's reference DLPack
+    importer reads it."""
+
+    def either(result: Any) -> Any:
+        try:
+            got = read(result)
+        except Exception:
+            got = None
+        if got is None and hasattr(result, "__dlpack__"):
+            from bridge.interop.dlpack import from_dlpack
+
+            return by_bridge(from_dlpack(result))
+        if got is None:
+            raise ValueError(f"{type(result).__name__}: not readable by its library nor through DLPack")
+        return got
+
+    return either
 
 

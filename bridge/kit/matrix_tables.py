@@ -13,16 +13,18 @@ one line per protocol. The full per-pair picture is the HTML report's
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from bridge.kit.matrix_grid import PEERS, PROTOCOLS, VERDICTS, Cell, bridge_at_fault, culprits
+from bridge.kit.matrix_holds import CONVERT, contradictions, own_protocol, record
 from bridge.kit.rules import RULES
 
-__all__ = ["SEVERITY", "SHORT", "worst", "ordered", "summarise", "to_markdown", "format_table",
-           "print_table"]  # fmt: skip
+__all__ = ["SEVERITY", "SHORT", "worst", "ordered", "summarise", "Side", "versus", "table_check",
+           "to_markdown", "format_table", "print_table"]  # fmt: skip
 
 #: The verdicts from the one a reader must see first to the one they can skip:
 #: a crash (the process died) outranks a violation (a broken spec rule); a
@@ -67,6 +69,89 @@ def summarise(cells: list[Cell]) -> list[dict[str, Any]]:
             for (p, c, pr), n in sorted(rows.items())]  # fmt: skip
 
 
+@dataclasses.dataclass
+class Side:
+    """One consumer's cells through one way in (its own import, or
+    ``bridge-convert``), counted: ``cells`` exchanged (all but ``n/a``),
+    each verdict, ``named`` (copies whose reason is known) and the
+    zero-copy ``share`` of the cells with bytes to share (all but ``n/a``
+    and ``empty``; None when there are none)."""
+
+    cells: int = 0
+    crash: int = 0
+    violation: int = 0
+    refused: int = 0
+    copy: int = 0
+    named: int = 0
+    zero_copy: int = 0
+    unverified: int = 0
+    empty: int = 0
+
+    def add(self, c: Cell) -> None:
+        """Count cell ``c``."""
+        if c.verdict == "n/a":
+            return
+        self.cells += 1
+        name = c.verdict.replace("-", "_")
+        if hasattr(self, name) and name != "cells":
+            setattr(self, name, getattr(self, name) + 1)
+        if c.verdict == "copy" and c.reason:
+            self.named += 1
+
+    @property
+    def share(self) -> float | None:
+        """Zero-copy cells over the cells with bytes to share."""
+        n = self.cells - self.empty
+        return self.zero_copy / n if n else None
+
+    def percent(self) -> str:
+        """The zero-copy share as ``"41%"`` (``"-"`` when there is none)."""
+        return "-" if self.share is None else f"{self.share:.0%}"
+
+
+def versus(cells: list[Cell]) -> list[tuple[str, str, Side, Side]]:
+    """Per consumer that ``bridge-convert`` reaches (and ``"all"``, the
+    total), side by side: ``(consumer, its own import's protocol, its own
+    import's cells, its bridge-convert cells)``. A consumer's own import is
+    the one its record in the destination table names (``dlpack``:
+    ``from_dlpack``; ``arrow`` for pyarrow and polars: ``pa.array``,
+    ``pl.Series``)."""
+    rows: dict[str, tuple[str, Side, Side]] = {}
+    for c in cells:
+        h = record(c.consumer)
+        if h is None:
+            continue
+        if c.consumer not in rows:
+            rows[c.consumer] = (own_protocol(h), Side(), Side())
+        own, direct, via = rows[c.consumer]
+        if c.protocol == own:
+            direct.add(c)
+        elif c.protocol == CONVERT:
+            via.add(c)
+    out = [(name, own, direct, via) for name in ordered(rows, PEERS)
+           for own, direct, via in [rows[name]] if via.cells or direct.cells]  # fmt: skip
+    if out:
+        total_direct, total_via = Side(), Side()
+        for c in cells:
+            h = record(c.consumer)
+            if h is not None and c.protocol == own_protocol(h) and c.consumer in rows:
+                total_direct.add(c)
+            elif h is not None and c.protocol == CONVERT:
+                total_via.add(c)
+        out.append(("all", "", total_direct, total_via))
+    return out
+
+
+def table_check(cells: list[Cell]) -> tuple[int, list[str]]:
+    """The destination table against the cells of bridge's tensors through
+    each destination's own import (:func:`bridge.kit.matrix_holds.contradictions`
+    with bridge as the producer: what ``convert`` hands each import):
+    how many such cells there are, and each contradiction in words."""
+    judged = sum(1 for c in cells if c.producer == "bridge" and c.verdict != "n/a"
+                 and (h := record(c.consumer)) is not None and h.capsule != "none" and c.protocol == own_protocol(h))  # fmt: skip
+    return judged, [str(x) for x in contradictions(cells, producers=("bridge",))] if judged else []
+
+
 def _rule_markdown(name: str) -> str:
     rule = RULES.get(name)
     if rule is None:
@@ -103,6 +188,7 @@ def to_markdown(cells: list[Cell]) -> str:
             example = f"{members[0].protocol} {members[0].case}: {members[0].detail}"
             lines.append(f"| {who} | {verdict} | {producer} | {consumer} | {_rule_markdown(rule).replace('|', '/')} | "
                          f"{protocols} | {len(members)} | {cases} | {example.replace('|', '/')} |")  # fmt: skip
+    lines += _versus_markdown(cells)
     why: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
     for c in cells:
         if c.verdict == "copy" and c.protocol != "dlpack-copy":
@@ -115,6 +201,38 @@ def to_markdown(cells: list[Cell]) -> str:
             reasons = _reasons(n).strip(" ()") or "not told"
             lines.append(f"| {producer} | {consumer} | {protocol} | {sum(n.values())} | {reasons} |")
     return "\n".join(lines) + "\n"
+
+
+def _versus_markdown(cells: list[Cell]) -> list[str]:
+    """The Markdown section of :func:`versus` and :func:`table_check` (none
+    without ``bridge-convert`` cells)."""
+    rows = versus(cells)
+    if not any(via.cells for _, _, _, via in rows):
+        return []
+
+    def side(s: Side, copies: str) -> str:
+        return f"{s.cells} | {s.crash or ''} | {s.violation or ''} | {s.refused or ''} | {copies} | " \
+               f"{s.zero_copy} ({s.percent()})"  # fmt: skip
+
+    out = ["", "## Direct and via bridge.convert, per consumer", "",
+           "Each consumer's own import (`from_dlpack`; `pa.array` and `pl.Series` for pyarrow and polars) "
+           "beside `bridge.convert(x, consumer)`, from the same producers. Zero-copy is the share of the "
+           "cells with bytes to share (not n/a, not empty); a convert copy names its reason (the "
+           "`CopyWarning`'s kind).", "",
+           "| consumer | own import | cells | crash | violation | refused | copy | zero-copy | "
+           "via bridge-convert: cells | crash | violation | refused | copy (reason named) | zero-copy |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, own, direct, via in rows:
+        label = f"**{name}**" if name == "all" else name
+        out.append(f"| {label} | {own} | {side(direct, str(direct.copy or ''))} | "
+                   f"{side(via, f'{via.copy} ({via.named})' if via.copy else '')} |")  # fmt: skip
+    judged, found = table_check(cells)
+    if judged:
+        out += ["", f"The destination table (`bridge/crossing/capabilities.py`) against the {judged} cells of "
+                    f"bridge's tensors through each library's own DLPack import: "
+                    + (f"{len(found)} contradictions:" if found else "no contradiction.")]  # fmt: skip
+        out += [f"- {line}" for line in found]
+    return out
 
 
 # A line of the terminal report and the rich style it is printed in ("" plain).
@@ -245,6 +363,8 @@ def format_table(cells: list[Cell], width: int = 80) -> list[tuple[str, str]]:
         row = "  " + label.ljust(first) + "".join(f"{n[v] or '':>6}" for v in names)
         out.append((row.rstrip(), "red" if n["crash"] or n["violation"] else ""))
 
+    out += _versus_lines(cells, width)
+
     if total["refused"] or total["n/a"]:
         out.append(("", ""))
         out += [(line, "bold blue") for line in _wrap(
@@ -265,6 +385,30 @@ def format_table(cells: list[Cell], width: int = 80) -> list[tuple[str, str]]:
                 out += [(line, "") for line in _wrap(f"{protocol}: " + "; ".join(parts), width, "  ", 2)]
     # The lines are built to fit; this guards the contract against a long name.
     return [(line if len(line) <= width else line[: width - 3] + "...", style) for line, style in out]
+
+
+def _versus_lines(cells: list[Cell], width: int) -> list[_Line]:
+    """The terminal lines of :func:`versus`: per consumer, crashes,
+    violations, refusals and the zero-copy share through its own import and
+    through ``bridge-convert``, and convert's copies with their reasons named."""
+    rows = versus(cells)
+    if not any(via.cells for _, _, _, via in rows):
+        return []
+    out: list[_Line] = [("", ""), ("Own import and via bridge-convert, per consumer", "bold")]
+    out.append((f"{'':13}{' own import ':-^25}   {' via bridge-convert ':-^36}", "dim"))
+    out.append(("  consumer     crash  viol refus 0copy   crash  viol refus 0copy copies named", "bold"))
+    for name, _, d, v in rows:
+        row = (f"  {name[:11]:<11}{d.crash:>7}{d.violation:>6}{d.refused:>6}{d.percent():>6}"
+               f"   {v.crash:>5}{v.violation:>6}{v.refused:>6}{v.percent():>6}{v.copy:>7}{v.named:>6}")  # fmt: skip
+        out.append((row, "red" if v.crash or v.violation else ("bold" if name == "all" else "")))
+    judged, found = table_check(cells)
+    if judged:
+        words = f"{len(found)} contradictions" if found else "no contradiction"
+        out += [(line, "red" if found else "") for line in _wrap(
+            f"destination table vs {judged} cells of bridge's tensors through each own import: {words}",
+            width, "  ")]  # fmt: skip
+        out += [(line, "") for text in found[:5] for line in _wrap(text, width, "    ", 2)]
+    return out
 
 
 def print_table(cells: list[Cell], width: int | None = None) -> None:

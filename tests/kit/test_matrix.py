@@ -80,6 +80,35 @@ def test_blame():
     assert not bridge_at_fault(cell("numpy", "bridge", "refused"))
 
 
+def test_bridge_convert_cells_name_the_reason_of_their_copies():
+    """Through bridge.convert, what the consumer cannot hold is fixed, and a
+    copy's reason is the CopyWarning's kind."""
+    pytest.importorskip("torch")
+    neg = one("numpy", "torch", "bridge-convert", layout="negative")
+    assert (neg.verdict, neg.reason) == ("copy", "layout") and "negative strides" in neg.detail, neg
+    ro = one("numpy", "torch", "bridge-convert", readonly=True)
+    assert (ro.verdict, ro.reason, ro.rule) == ("copy", "read-only", ""), ro
+    view = one("bridge", "numpy", "bridge-convert", dtype="bfloat16", layout="stepped")
+    assert view.verdict == "zero-copy" and "dtype-view" in view.detail, view
+
+
+def test_blame_through_convert():
+    """convert chose what the consumer was handed: its failures are bridge's,
+    except the producer's (making the case, or its own exception passed on)."""
+    from bridge.kit.matrix_grid import culprits
+
+    def cell(v, detail="", rule=""):
+        return Cell("numpy", "torch", "bridge-convert", "float32", "negative", False, verdict=v, detail=detail,
+                    rule=rule)  # fmt: skip
+
+    mine = [cell("crash", "process died"), cell("violation", "values differ", "strides"),
+            cell("violation", "refused with RuntimeError", "exceptions")]  # fmt: skip
+    assert all(bridge_at_fault(c) for c in mine) and culprits(mine) == ["bridge"] * 3
+    theirs = [cell("crash", "the producer crashed making this case: x"),
+              cell("violation", "refused with RuntimeError [raised by numpy]", "exceptions")]  # fmt: skip
+    assert not any(bridge_at_fault(c) for c in theirs) and culprits(theirs) == ["numpy"] * 2
+
+
 def test_summary_and_markdown():
     cells = [Cell("a", "b", "dlpack", "float32", "contiguous", False, verdict="zero-copy"),
              Cell("a", "b", "dlpack", "float32", "negative", False, verdict="crash", detail="x")]  # fmt: skip

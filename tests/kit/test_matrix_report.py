@@ -201,6 +201,51 @@ def test_copy_reasons_and_empty_cells_in_every_report() -> None:
     assert 'data-verdict="empty"' in to_html(cells)
 
 
+def _versus_cells() -> list[Cell]:
+    """torch through its own import and through bridge.convert."""
+    cells = []
+    for layout in ("contiguous", "transposed", "negative", "zero-size"):
+        direct = {"negative": "crash", "zero-size": "empty"}.get(layout, "zero-copy")
+        via = {"negative": "copy", "zero-size": "empty"}.get(layout, "zero-copy")
+        cells.append(Cell("numpy", "torch", "dlpack", "float32", layout, False, verdict=direct))
+        cells.append(Cell("numpy", "torch", "bridge-convert", "float32", layout, False, verdict=via,
+                          reason="layout" if via == "copy" else ""))  # fmt: skip
+    cells.append(Cell("numpy", "torch", "dlpack", "float32", "contiguous", True, verdict="violation",
+                      rule="read-only"))  # fmt: skip
+    cells.append(Cell("numpy", "torch", "bridge-convert", "float32", "contiguous", True, verdict="copy"))
+    cells.append(Cell("numpy", "warp", "dlpack", "float32", "contiguous", False, verdict="zero-copy"))
+    return cells
+
+
+def test_direct_and_bridge_convert_side_by_side_in_every_report() -> None:
+    """Per consumer: its own import's crashes, violations and zero-copy share
+    beside bridge-convert's, and how many of convert's copies name a reason."""
+    from bridge.kit.matrix_tables import versus
+
+    cells = _versus_cells()
+    rows = {name: (own, d, v) for name, own, d, v in versus(cells)}
+    assert set(rows) == {"torch", "all"}  # warp is no destination of convert
+    own, d, v = rows["torch"]
+    assert own == "dlpack" and (d.cells, d.crash, d.violation, d.zero_copy) == (5, 1, 1, 2)
+    assert (v.cells, v.crash, v.copy, v.named, v.zero_copy) == (5, 0, 2, 1, 2)
+    assert (d.percent(), v.percent()) == ("50%", "50%")
+    md = to_markdown(cells)
+    assert "## Direct and via bridge.convert, per consumer" in md
+    assert "| torch | dlpack | 5 | 1 | 1 |  |  | 2 (50%) | 5 |  |  |  | 2 (1) | 2 (50%) |" in md
+    lines = [line for line, _ in format_table(cells, 80)]
+    assert max(map(len, lines)) <= 80
+    text = "\n".join(lines)
+    assert "Own import and via bridge-convert, per consumer" in text
+    assert any(line.strip().startswith("-") and line.rstrip().endswith("-") and "via bridge-convert" in line
+               for line in lines), "the column heads were cut"  # fmt: skip
+    torch_row = next(line for line in lines if line.startswith("  torch "))
+    assert torch_row.split() == ["torch", "1", "1", "0", "50%", "0", "0", "0", "50%", "2", "1"]
+    tags = _parse(to_html(cells))
+    assert tags.find("table", id="versus") and tags.find("tr", data_consumer="torch")
+    assert tags.find("div", **{"class": "pair"})
+    assert sorted(g["data-protocol"] for g in tags.find("table", **{"class": "grid"})) == ["bridge-convert", "dlpack"]
+
+
 def test_markdown_names_the_rule() -> None:
     md = to_markdown(_cells())
     row = next(line for line in md.splitlines() if "| violation |" in line and "[read-only]" in line)
