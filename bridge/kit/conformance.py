@@ -41,7 +41,12 @@ import gc
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bridge.kit import conformance_exchange, conformance_lifetime, conformance_protocol, conformance_v13
+from bridge.kit import (
+    conformance_exchange,
+    conformance_lifetime,
+    conformance_protocol,
+    conformance_v13,
+)
 from bridge.kit.capsules import DEVICE_TYPES as DEVICE_TYPES
 from bridge.kit.capsules import DTYPE_BITS as DTYPE_BITS
 from bridge.kit.capsules import FLAG_IS_COPIED as FLAG_IS_COPIED
