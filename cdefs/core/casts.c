@@ -296,8 +296,9 @@ int bridge_cast_lookup(const DTypeObject *from, const DTypeObject *to, bridge_ca
     else if (s == T_F64) first = conv_F64_F16;
     else first = native[s][T_F32], mid = 4, second = conv_F32_F16;
   } else if (d == T_BF16) {
+    /* ml_dtypes reads a bool's byte as a number (2 stays 2), NumPy's casts as true */
     if (s == T_F32) first = conv_F32_BF16;
-    else first = native[s][T_F32], mid = 4, second = conv_F32_BF16;
+    else first = native[s == T_B ? T_U8 : s][T_F32], mid = 4, second = conv_F32_BF16;
   } else if (d == T_C64) {
     if (s == T_C128) first = conv_C128_C64;
     else if (s == T_F32) first = conv_F32_C64;

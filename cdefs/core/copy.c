@@ -854,13 +854,10 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
     memcpy(g->dst, g->src, (size_t)nbytes); /* contiguous: the plain copy */
     return 0;
   }
-  copy_plan *p = malloc(sizeof *p);
-  if (p == NULL) return -1;
-  p->g = *g;
-  p->cast = cast;
-  int rc = plan_copy(p) < 0 ? -1 : run_plan(p, nbytes);
-  free(p);
-  return rc;
+  copy_plan p; /* about 4 KiB: on the stack, small copies pay no malloc */
+  p.g = *g;
+  p.cast = cast;
+  return plan_copy(&p) < 0 ? -1 : run_plan(&p, nbytes);
 }
 
 int bridge_copy_strided(char *dst, const int64_t *dst_strides, int dst_itemsize, const char *src,
