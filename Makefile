@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools \
-  wheels test-wheels
+  wheels test-wheels test-pythons
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -119,6 +119,10 @@ wheels: $(WHEEL_TOOLS)
 	build/wheel-tools/bin/python tests/wheels.py build
 test-wheels: $(WHEEL_TOOLS)
 	build/wheel-tools/bin/python tests/wheels.py test
+# Several Pythons: the core, DLPack-with-NumPy, Arrow and pickling tests on
+# each CPython 3.10-3.13 found, each against its own wheel (make wheels first).
+test-pythons: wheels
+	build/wheel-tools/bin/python tests/wheels.py suite
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py

@@ -18,10 +18,13 @@ docs/build.md ("Wheels") says why each step is there.
   own Python with no compiler to be found (PATH is the venv's bin only,
   ``CC=/bin/false``, ``CXX=/bin/false``); ``SMOKE`` runs there, and the
   ``dlpack-bridge`` console script answers ``--help``.
+- ``suite``: each wheel with pytest, hypothesis, pyarrow and ml_dtypes in a
+  fresh venv of its Python, and ``SUITE`` (the core, DLPack-with-NumPy, Arrow
+  and pickling tests) run there against it (``make test-pythons``).
 - ``smoke``: ``SMOKE`` in this interpreter, against the bridge it imports
   (cibuildwheel's test command, pyproject.toml ``[tool.cibuildwheel]``).
 
-Usage: python tests/wheels.py tools|build|test|smoke [--python PY ...] [--out DIR]
+Usage: python tests/wheels.py tools|build|test|suite|smoke [--python PY ...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -334,6 +338,39 @@ def smoke(wheel: Path, py: Python, work: Path) -> str:
     return out
 
 
+#: `make test-pythons`: the core, DLPack-with-NumPy, Arrow and pickling tests,
+#: which need none of the heavy peers (torch and the others exist for 3.11 only here).
+SUITE = ["tests/core/test_tensor.py", "tests/core/test_views_property.py", "tests/core/test_storage.py",
+         "tests/core/test_pickle.py", "tests/core/test_dtypes.py", "tests/core/test_copy_kernel.py",
+         "tests/interop/test_dlpack.py", "tests/interop/test_array_interface.py",
+         "tests/interop/test_arrow_export.py", "tests/interop/test_arrow_import.py",
+         "tests/interop/test_arrow_pyarrow.py"]  # fmt: skip
+SUITE_DEPS = ["pytest", "hypothesis", "pyarrow", "ml_dtypes"]
+
+
+def suite(wheel: Path, py: Python, work: Path) -> str:
+    """Install wheel and SUITE_DEPS into a fresh venv of py and run SUITE there
+    against the installed package (the venv's pytest script, so the checkout's
+    bridge/ is not put first on sys.path); pytest's last line."""
+    venv = work / f"suite-{py.tag}"
+    shutil.rmtree(venv, ignore_errors=True)
+    run([py.path, "-m", "venv", venv], env=clean_env())
+    bindir = venv / "bin"
+    env = clean_env(PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    run([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel, *SUITE_DEPS],
+        env=env, cwd=work)
+    where = run([bindir / "python", "-c", "import bridge; print(bridge.__file__)"], env=env, cwd=work).strip()
+    assert str(venv) in where, f"bridge imported from {where}, not the venv"
+    # From a copy of tests/ and pyproject.toml (pytest's settings), not the checkout: tests that
+    # start `python -c ...` there would import the checkout's bridge/, not the installed one.
+    tree = work / f"tree-{py.tag}"
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(ROOT / "tests", tree / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tree)
+    out = run([bindir / "pytest", "-q", "-p", "no:cacheprovider", "-x", *SUITE], env=env, cwd=tree)
+    return out.strip().splitlines()[-1]
+
+
 def _wheels_by_python(wheelhouse: Path, pythons: list[Python]) -> list[tuple[Path, Python]]:
     pairs = []
     for py in pythons:
@@ -347,7 +384,7 @@ def _wheels_by_python(wheelhouse: Path, pythons: list[Python]) -> list[tuple[Pat
 def main(argv: list[str]) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="tests/wheels.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=["tools", "build", "test", "smoke"])
+    parser.add_argument("step", choices=["tools", "build", "test", "smoke", "suite"])
     parser.add_argument("--python", action="append", default=[],
                         help="an interpreter to use (repeatable); default: every CPython 3.10-3.13 found")
     parser.add_argument("--out", type=Path, default=WHEELHOUSE, help="the wheelhouse")
@@ -370,6 +407,13 @@ def main(argv: list[str]) -> int:
         for py in pythons:
             wheel = build_wheel(py, sdist, args.out)
             print(f"{wheel.stat().st_size / 1024:7.0f} KiB  {wheel.relative_to(ROOT) if wheel.is_relative_to(ROOT) else wheel}")
+        return 0
+    if args.step == "suite":
+        with tempfile.TemporaryDirectory(prefix="bridge-suite-") as tmp:
+            for wheel, py in _wheels_by_python(args.out, pythons):
+                start = time.monotonic()
+                last = suite(wheel, py, Path(tmp))
+                print(f"{py.tag}: {last}  ({time.monotonic() - start:.0f} s with the install)", flush=True)
         return 0
     with tempfile.TemporaryDirectory(prefix="bridge-wheels-") as tmp:
         for wheel, py in _wheels_by_python(args.out, pythons):
