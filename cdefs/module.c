@@ -9,6 +9,7 @@
 
 int bridge_tensor_init(PyObject *mod);
 int bridge_drivers_init(PyObject *mod); /* drivers/drivers.c */
+int bridge_crossing_init(PyObject *mod); /* crossing/convert.c */
 
 /* stats() -> the C counters, for leak and exactly-once tests. */
 static PyObject *py_stats(PyObject *mod, PyObject *unused) {
@@ -88,6 +89,7 @@ static int init_modules(void) {
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||
            bridge_cuda_init(core) < 0 ||
            bridge_arrow_export_init(core) < 0 || bridge_arrow_import_init(core) < 0 ||
+           bridge_crossing_init(core) < 0 ||
            bridge_drivers_init(drivers) < 0 || PyDict_SetItemString(modules, "bridge._C", core) < 0 ||
            PyDict_SetItemString(modules, "bridge._drivers", drivers) < 0
                ? -1

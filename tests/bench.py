@@ -359,6 +359,48 @@ def arrow_rows() -> list[Row]:
     ]  # fmt: skip
 
 
+def convert_rows() -> list[Row]:
+    """``bridge.convert`` (issue 21's targets): into torch from a bridge tensor, an
+    ndarray and a paddle tensor, at most 0.4x ``torch.from_dlpack`` of the same
+    object; torch into bridge, at most 1.0x ``tvm_ffi.from_dlpack``. Each
+    row's torch column is the destination's own import; the numpy column
+    reads n/a (torch -> bridge: ``bridge.from_dlpack``, the other import)."""
+    if torch is None:
+        return []
+    a, b, tt, tv = _kib_operands()
+    ptr = a.__array_interface__["data"][0]
+
+    def shares(make: Callable[[], Any]) -> Callable[[], None]:
+        def check() -> None:
+            out = make()
+            assert out.data_ptr() == ptr, "convert copied"
+
+        return check
+
+    rows = [
+        Row("convert(bridge, torch) | torch.from_dlpack(bridge)",
+            lambda: bridge.convert(b, torch), None, lambda: torch.from_dlpack(b),
+            target=0.40, target_vs="torch", check=shares(lambda: bridge.convert(b, torch))),
+        Row("convert(ndarray, torch) | torch.from_dlpack(ndarray)",
+            lambda: bridge.convert(a, torch), None, lambda: torch.from_dlpack(a),
+            target=0.40, target_vs="torch", check=shares(lambda: bridge.convert(a, torch))),
+    ]
+    try:
+        import paddle
+    except ImportError:  # paddle is optional
+        paddle = None
+    if paddle is not None:
+        pt = paddle.to_tensor(a)
+        rows.append(Row("convert(paddle, torch) | torch.from_dlpack(paddle)",
+                        lambda: bridge.convert(pt, torch), None, lambda: torch.from_dlpack(pt),
+                        target=0.40, target_vs="torch"))
+    rows.append(Row("convert(torch, bridge) | bridge.from_dlpack(torch) | tvm_ffi.from_dlpack(torch)",
+                    lambda: bridge.convert(tt, bridge), lambda: bridge.from_dlpack(tt), None,
+                    target=1.0, target_vs="tvm", check=shares(lambda: bridge.convert(tt, bridge)),
+                    tvm_fn=(lambda: tvm_ffi.from_dlpack(tt)) if tv is not None else None))
+    return rows
+
+
 IMPORT_STATEMENTS = {"bridge": "import bridge", "numpy": "import numpy", "torch": "import torch"}
 
 
@@ -442,6 +484,7 @@ GROUPS: list[Callable[[], list[Row]]] = [
     dlpack_rows,
     array_interface_rows,
     arrow_rows,
+    convert_rows,
 ]
 
 

@@ -1,7 +1,8 @@
 """The C side keeps its layers, as the Python side does (tests/test_layers.py).
 
 ``cdefs/`` has folders that mirror ``bridge/``: ``core/`` (the object types),
-``interop/`` (one file per protocol direction), ``drivers/`` (test-only), and
+``interop/`` (one file per protocol direction), ``crossing/`` (``bridge.convert``'s
+fast path, above interop), ``drivers/`` (test-only), and
 at the top the ABI headers, ``bridge.h`` (the cffi surface) and ``module.c``,
 the one file that joins the layers. Read from the source:
 
@@ -10,7 +11,8 @@ the one file that joins the layers. Read from the source:
 - every ``bridge_*`` name a core file uses (a call, a table, a variable) is
   defined in ``cdefs/core/`` (definitions are found by a regex over the
   sources and mapped to their folder);
-- an interop file uses no name defined only in ``cdefs/drivers/``.
+- an interop or crossing file uses no name defined only in ``cdefs/drivers/``;
+- no core or interop file uses a name defined only in ``cdefs/crossing/``.
 
 A failure names the file and the offending include or name.
 """
@@ -108,14 +110,16 @@ def violations(srcs: dict[str, str]) -> list[str]:
                 continue  # a type, macro or declaration only: nothing to call
             if layer == "core" and "core" not in homes:
                 bad.append(f"{path}: uses {name}, defined in {sorted(homes)}, not in core/")
-            if layer == "interop" and homes == {"drivers"}:
+            if layer in ("interop", "crossing") and homes == {"drivers"}:
                 bad.append(f"{path}: uses {name}, defined only in drivers/")
+            if layer in ("core", "interop") and homes == {"crossing"}:
+                bad.append(f"{path}: uses {name}, defined only in crossing/, a layer above")
     return bad
 
 
 def test_core_includes_and_calls_only_core() -> None:
     srcs = sources()
-    assert {folder(p) for p in srcs} == {"top", "core", "interop", "drivers"}
+    assert {folder(p) for p in srcs} == {"top", "core", "interop", "crossing", "drivers"}
     bad = violations(srcs)
     assert not bad, "the C layers are crossed:\n" + "\n".join(bad)
 
@@ -140,13 +144,17 @@ def test_the_checker_reports_each_kind_of_crossing() -> None:
         "void bridge_core_fn(void) {\n  bridge_interop_fn(); /* bridge_in_comment() */\n}\n",
         "interop/x.h": '#include "core/core.h"\n',
         "interop/b.c": '#include "x.h"\nvoid bridge_interop_fn(void) {\n  bridge_core_fn();\n'
-        '  bridge_driver_fn("bridge_in_string");\n}\n',
+        '  bridge_driver_fn("bridge_in_string");\n  bridge_crossing_fn();\n}\n',
+        "crossing/d.c": '#include "interop/x.h"\nint bridge_crossing_fn(void) {\n  bridge_interop_fn();\n'
+        "  return bridge_driver_fn(0);\n}\n",
         "drivers/c.c": "int bridge_driver_fn(const char *s) {\n  bridge_interop_fn();\n  return 0;\n}\n",
     }
     assert violations(srcs) == [
         "core/a.c: includes 'interop/x.h' (interop/x.h), not a core header",
         "core/a.c: uses bridge_interop_fn, defined in ['interop'], not in core/",
+        "interop/b.c: uses bridge_crossing_fn, defined only in crossing/, a layer above",
         "interop/b.c: uses bridge_driver_fn, defined only in drivers/",
+        "crossing/d.c: uses bridge_driver_fn, defined only in drivers/",
     ]
 
 

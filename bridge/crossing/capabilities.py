@@ -69,7 +69,8 @@ class Holds:
     ``zero_strides`` (broadcast views), ``byte_offset`` (whether it honours
     DLPack's ``byte_offset``: bridge's exports always fold the offset into the
     data pointer), ``alignment`` (bytes the first element must be aligned to,
-    0 for none); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_size``.
+    0 for none); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_width`` (whether
+    it holds N-d tensors whose rows have no elements, a zero-size dim after the first).
 
     Memory: ``readonly`` (:data:`ReadOnly`), ``capsule`` (:data:`Capsule`),
     ``always_copies`` (its import never shares memory), ``devices`` (bridge
@@ -92,7 +93,7 @@ class Holds:
     alignment: int
     zero_d: bool
     max_ndim: int | None
-    zero_size: bool
+    zero_width: bool
     readonly: ReadOnly
     capsule: Capsule
     always_copies: bool
@@ -112,7 +113,7 @@ _CPU_CUDA = frozenset({"cpu", "cuda"})
 
 def _holds(name: str, module: str, importer: str, result: str, types: tuple[str, ...], **kw: object) -> Holds:
     defaults: dict[str, object] = dict(strides="any", negative_strides=True, zero_strides=True, byte_offset=True,
-                                       alignment=0, zero_d=True, max_ndim=None, zero_size=True, readonly="writes",
+                                       alignment=0, zero_d=True, max_ndim=None, zero_width=True, readonly="writes",
                                        capsule="versioned", always_copies=False, devices=_CPU)  # fmt: skip
     defaults.update(kw)
     return Holds(name, module, importer, result, types, **defaults)  # type: ignore[arg-type]
@@ -159,8 +160,9 @@ _TABLE = (
                 "data is immutable"),
     _holds("polars", "polars", "polars.Series over bridge.arrow.to_array", "polars.Series", ("polars.Series",),
            strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False, max_ndim=2,
-           readonly="never-writes", capsule="none", dtypes=_BASE - {"bool"},
-           note="1-d as a Series, 2-d as an Array column; booleans are bits in polars (no bool)"),
+           zero_width=False, readonly="never-writes", capsule="none", dtypes=_BASE - {"bool"},
+           note="1-d as a Series, 2-d as an Array column; booleans are bits in polars (no bool); its Arrow "
+                "import panics on rows of zero elements"),
     _holds("tensorflow", "tensorflow", "tensorflow.experimental.dlpack.from_dlpack", "tensorflow.Tensor",
            ("tensorflow.Tensor",), strides="contiguous", negative_strides=False, zero_strides=False,
            alignment=64, readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Literal, TypeVar, overload
+from typing import Literal, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
+from bridge.core.dtypes import get_dtype
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing.capabilities import Holds
-from bridge.crossing.destinations import resolve, take
+from bridge.crossing.destinations import resolve, resolve_type, take, taker
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
 from bridge.interop.dlpack import CapsuleType, from_dlpack, transfer
@@ -28,6 +29,17 @@ from bridge.interop.dlpack import CapsuleType, from_dlpack, transfer
 __all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnlyPolicy"]
 
 _T = TypeVar("_T")
+
+
+class _Convert(Protocol):
+    """The type of :func:`convert` (a C function: ``_C.convert``)."""
+
+    @overload
+    def __call__(self, obj: object, to: type[_T], /, *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ...) -> _T: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: object, to: object, /, *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ...) -> object: ...  # fmt: skip
 
 #: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
 #: memory is on a device the destination does not hold), ``"layout"``
@@ -144,6 +156,8 @@ def _refuse_shape(t: Tensor, h: Holds) -> None:
         raise BufferError(f"convert(): {h.name} cannot hold a 0-d tensor (reshape(1) it)")
     if h.max_ndim is not None and t.ndim > h.max_ndim:
         raise BufferError(f"convert(): {h.name} holds at most {h.max_ndim} dims, got a {t.ndim}-d tensor")
+    if not h.zero_width and t.ndim > 1 and 0 in t.shape[1:]:
+        raise BufferError(f"convert(): {h.name} cannot hold rows of no elements (shape {tuple(t.shape)})")
     if t.device.type not in h.devices and not _reachable(t, h):
         raise BufferError(f"convert(): {h.name} holds {', '.join(sorted(h.devices))} memory; this tensor is on "
                           f"{t.device} and bridge does not copy between them")  # fmt: skip
@@ -267,37 +281,15 @@ def _alias(t: Tensor) -> Tensor:
     return alias
 
 
-@overload
-def convert(obj: object, to: type[_T], *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...) -> _T: ...
-@overload
-def convert(obj: object, to: object, *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...) -> object: ...
-def convert(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> object:
-    """``obj`` as destination ``to``'s own object (a torch.Tensor, numpy.ndarray,
-    jax.Array, paddle.Tensor, tvm_ffi.Tensor, mlx array, OrtValue, pyarrow
-    Array or FixedShapeTensorArray, polars Series, tf.Tensor, cupy ndarray or
-    bridge.Tensor), sharing ``obj``'s memory wherever ``to`` can hold it.
-
-    ``obj``: anything bridge imports (a DLPack object or capsule, Arrow
-    PyCapsule objects, the array interfaces, buffers). ``to``: a module
-    (``torch``), its name (``"torch"``) or a type (``torch.Tensor``).
-
-    Where ``to`` cannot hold the memory as it is, the smallest fix is made
-    (see :func:`plan`): ``copy=None`` makes it and warns :class:`CopyWarning`
-    when it copies; ``copy=False`` raises BufferError naming the reason
-    instead of copying; ``copy=True`` always copies. Read-only memory into
-    a destination whose tensors are writable: ``readonly="copy"`` gives a
-    writable copy, ``"error"`` raises BufferError, ``"share"`` shares it as
-    the destination's own import would (unsafe: a write through the result
-    changes memory lent read-only).
-
-    Raises ValueError for an unknown or uninstalled ``to`` (listing the
-    installed ones) and a bad ``readonly``; TypeError for an ``obj`` bridge
-    cannot import and a bad ``copy``; BufferError for data the destination
-    cannot hold at all (a dtype it lacks, a 0-d tensor into Arrow) and for
-    the producer's refusals (a torch tensor that requires grad).
-    """
+def _general(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> object:
+    """convert()'s general path (the ``convert_slow`` up-call): every case the
+    C fast path (``cdefs/crossing/convert.c``) does not finish, with ``obj``
+    already imported when the fast path read it. Registers ``to`` for the
+    fast path on the way."""
     _check_policy(copy, readonly)
     h = resolve(to)
+    if not _C.convert_registered(to):
+        _register(to, h)
     t = _import(obj)
     p = _plan(t, h, copy, readonly)
     if not p.fixes:
@@ -314,3 +306,38 @@ def convert(obj: object, to: object, *, copy: bool | None = None, readonly: Read
     if any(f.kind in ("alias", "read-only-share") for f in p.fixes):
         t = _alias(t)
     return take(h, t)
+
+
+_C._register("convert_slow", _general)
+
+
+def _register(to: object, h: Holds) -> None:
+    """Hand the C fast path destination ``to``: what ``h`` holds with no fix,
+    and how to give it a tensor (its C exchange API, else its import).
+    Destinations whose record depends on settings (jax) or that copy every
+    import are left to the general path."""
+    if h.name == "jax" or h.always_copies:
+        return
+    spec = {
+        "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
+        "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
+        "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment,
+        "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
+        "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
+    }  # fmt: skip
+    if h.name == "bridge":
+        _C.convert_register(to, None, spec)
+        return
+    api = getattr(resolve_type(h), "__dlpack_c_exchange_api__", None) if h.capsule == "versioned" else None
+    if api is not None:
+        try:
+            _C.convert_register(to, api, spec)  # the destination's C exchange API: no capsule, no Python
+            return
+        except ValueError:  # an API without managed_tensor_to_py_object_no_sync
+            pass
+    _C.convert_register(to, np.from_dlpack if h.name == "numpy" else taker(h), spec)
+
+
+#: ``bridge.convert`` itself: C (``cdefs/crossing/convert.c``), its contract in
+#: its docstring; the general path above does what the fast path does not.
+convert: _Convert = cast(_Convert, _C.convert)

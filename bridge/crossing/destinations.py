@@ -19,7 +19,7 @@ from bridge.core.tensor import Tensor
 from bridge.crossing.capabilities import DESTINATIONS, WIDE, Holds
 from bridge.interop import arrow
 
-__all__ = ["resolve", "installed", "take", "current"]
+__all__ = ["resolve", "installed", "take", "taker", "resolve_type", "current"]
 
 # Module roots that also name a destination (a type's __module__ may be a
 # private package of the library).
@@ -115,10 +115,25 @@ def take(h: Holds, t: Tensor) -> object:
     to what ``h`` holds), through the destination's import: shares ``t``'s
     memory unless the destination always copies. ``t`` must be one the
     destination holds (:func:`bridge.crossing.convert.plan` makes it so)."""
-    taker = _TAKERS.get(h.name)
-    if taker is None:
-        taker = _TAKERS[h.name] = _taker(h)
-    return taker(t)
+    return taker(h)(t)
+
+
+def taker(h: Holds) -> Callable[[Tensor], object]:
+    """The destination's import of a bridge tensor ``h`` holds as it is (made
+    once per destination, importing the library then)."""
+    found = _TAKERS.get(h.name)
+    if found is None:
+        found = _TAKERS[h.name] = _taker(h)
+    return found
+
+
+def resolve_type(h: Holds) -> object:
+    """The type ``convert`` returns for destination ``h`` (``h.result``), or
+    None when this version of the library lacks it."""
+    try:
+        return _dotted(h.result)
+    except (ImportError, AttributeError):
+        return None
 
 
 # The import function of each destination, made on first use (importing the library then).

@@ -28,6 +28,7 @@ static const struct {
     [UP_ARROW_IMPORT] = {"arrow_import", CALLABLE},
     [UP_CUDA_ARRAY_INTERFACE] = {"cuda_array_interface", CALLABLE},
     [UP_JAX_ARRAY] = {"jax_array", CALLABLE},
+    [UP_CONVERT_SLOW] = {"convert_slow", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

@@ -26,6 +26,7 @@ typedef enum {
   UP_ARROW_IMPORT,       /* from_arrow's general path */
   UP_CUDA_ARRAY_INTERFACE, /* Tensor.__cuda_array_interface__ (bridge.interop.cuda) */
   UP_JAX_ARRAY,          /* Tensor.__jax_array__ (bridge.interop.jax_array) */
+  UP_CONVERT_SLOW,       /* bridge.convert's general path (bridge.crossing.convert) */
   UP_COUNT
 } bridge_upcall_id;
 

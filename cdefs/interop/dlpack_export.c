@@ -99,10 +99,10 @@ PyCapsule_Destructor bridge_dlpack_capsule_destructor = capsule_destructor;
  * DLPack calls padded, which only a versioned capsule can say. */
 static int padded_subbyte(const DTypeObject *dt) { return dt->bits < 8 && dt->lanes == 1; }
 
-/* One managed tensor (struct, shape, strides in one block) over `data` in
- * `st`, holding the storage's owner. */
-static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, const int64_t *shape,
-                   const int64_t *strides, uint64_t flags, int versioned) {
+/* One managed tensor (struct, shape, strides in one block) over `data`,
+ * holding a strong reference to `owner`. */
+static void *build_over(PyObject *owner, char *data, DLDevice device, DLDataType dtype, int ndim,
+                        const int64_t *shape, const int64_t *strides, uint64_t flags, int versioned) {
   size_t head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
   char *block = (char *)malloc(head + 2 * (size_t)ndim * sizeof(int64_t));
   if (block == NULL) {
@@ -112,7 +112,6 @@ static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, co
   int64_t *dims = (int64_t *)(block + head);
   memcpy(dims, shape, (size_t)ndim * sizeof(int64_t));
   memcpy(dims + ndim, strides, (size_t)ndim * sizeof(int64_t));
-  PyObject *owner = bridge_storage_owner(st);
   DLTensor *dl;
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)block;
@@ -120,7 +119,6 @@ static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, co
     m->version.minor = DLPACK_MINOR_VERSION;
     m->manager_ctx = owner;
     m->deleter = export_deleter_versioned;
-    if (st->readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     m->flags = flags;
     dl = &m->dl_tensor;
   } else {
@@ -130,8 +128,7 @@ static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, co
     dl = &m->dl_tensor;
   }
   dl->data = data;
-  dl->device.device_type = (DLDeviceType)st->dev_type;
-  dl->device.device_id = st->dev_id;
+  dl->device = device;
   dl->ndim = ndim;
   dl->dtype = dtype;
   dl->shape = dims;
@@ -140,6 +137,20 @@ static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, co
   Py_INCREF(owner);
   BUMP(STAT_EXPORTS);
   return block;
+}
+
+/* One managed tensor over `data` in `st`, holding the storage's owner. */
+static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, const int64_t *shape,
+                   const int64_t *strides, uint64_t flags, int versioned) {
+  DLDevice device = {(DLDeviceType)st->dev_type, st->dev_id};
+  if (st->readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  return build_over(bridge_storage_owner(st), data, device, dtype, ndim, shape, strides, flags, versioned);
+}
+
+DLManagedTensorVersioned *bridge_dlpack_build_owned(PyObject *owner, void *data, DLDevice device, DLDataType dtype,
+                                                    int ndim, const int64_t *shape, const int64_t *strides,
+                                                    uint64_t flags) {
+  return (DLManagedTensorVersioned *)build_over(owner, (char *)data, device, dtype, ndim, shape, strides, flags, 1);
 }
 
 void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {

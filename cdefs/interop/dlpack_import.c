@@ -15,7 +15,8 @@
 const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
 
 static PyObject *api_cache;   /* type -> exchange API capsule or None */
-static PyObject *torch_types; /* types whose exports follow torch's rules */
+/* types whose exports follow torch's rules -> their probes (torch_probes_of) */
+static PyObject *torch_types;
 static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
 static PyObject *str_dlpack, *str_max_version, *max_version_value; /* __dlpack__(max_version=(1, 3)) */
 
@@ -294,6 +295,41 @@ PyObject *bridge_dlpack_import_capsule(PyObject *capsule) { return import_capsul
 
 /* ------------------------------------------------ the C exchange API */
 
+/* The three torch attributes the refusal reads (requires_grad, is_conj,
+ * is_neg), looked up once per type when the type is first seen and called
+ * directly: a generic attribute lookup costs as much as the rest of the
+ * import, and torch's tensor type misses CPython's method cache, so even
+ * _PyType_Lookup walks the MRO each time. Kept as a tuple (None where this
+ * torch lacks one) in torch_types; rebinding them on the class later is not
+ * seen. */
+typedef struct {
+  PyObject *requires_grad, *is_conj, *is_neg; /* borrowed from torch_types' tuple */
+} torch_probes;
+
+static int add_torch_type(PyTypeObject *tp) {
+  PyObject *names[3] = {str_requires_grad, str_is_conj, str_is_neg};
+  PyObject *probes = PyTuple_New(3);
+  if (probes == NULL) return -1;
+  for (int i = 0; i < 3; i++) {
+    PyObject *d = _PyType_Lookup(tp, names[i]);
+    PyTuple_SET_ITEM(probes, i, Py_NewRef(d ? d : Py_None));
+  }
+  int rc = PyDict_SetItem(torch_types, (PyObject *)tp, probes);
+  Py_DECREF(probes);
+  return rc;
+}
+
+/* 1 with the probes of a torch type, 0 for any other type, -1 error. */
+static int torch_probes_of(PyTypeObject *tp, torch_probes *out) {
+  PyObject *probes = PyDict_GetItemWithError(torch_types, (PyObject *)tp);
+  if (probes == NULL) return PyErr_Occurred() ? -1 : 0;
+  PyObject *const *items = &PyTuple_GET_ITEM(probes, 0);
+  out->requires_grad = items[0] == Py_None ? NULL : items[0];
+  out->is_conj = items[1] == Py_None ? NULL : items[1];
+  out->is_neg = items[2] == Py_None ? NULL : items[2];
+  return 1;
+}
+
 /* The type's __dlpack_c_exchange_api__ capsule, or None; cached per type
  * (borrowed from the cache). torch's types are remembered for their rules. */
 static PyObject *exchange_api_of(PyTypeObject *tp) {
@@ -311,7 +347,7 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
     PyObject *modname = PyObject_GetAttrString((PyObject *)tp, "__module__");
     const char *m = modname && PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
     PyErr_Clear();
-    if (m != NULL && strncmp(m, "torch", 5) == 0 && PySet_Add(torch_types, (PyObject *)tp) < 0) {
+    if (m != NULL && strncmp(m, "torch", 5) == 0 && add_torch_type(tp) < 0) {
       Py_XDECREF(modname);
       Py_DECREF(api);
       return NULL;
@@ -330,20 +366,6 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
  * does not hold their values; torch 2.13's __dlpack__ misses the negative
  * bit). Sparse and quantized tensors make torch's exchange API fail, and the
  * caller then asks torch's __dlpack__, which raises torch's error. */
-/* The three torch attributes the refusal reads, looked up once per type and
- * called directly (a generic attribute lookup costs as much as the rest of
- * the import). NULL where this torch lacks one. */
-typedef struct {
-  PyObject *requires_grad, *is_conj, *is_neg; /* descriptors, borrowed from the type */
-} torch_probes;
-
-static int torch_probes_of(PyTypeObject *tp, torch_probes *out) {
-  PyObject *names[3] = {str_requires_grad, str_is_conj, str_is_neg};
-  PyObject **slots[3] = {&out->requires_grad, &out->is_conj, &out->is_neg};
-  for (int i = 0; i < 3; i++) *slots[i] = _PyType_Lookup(tp, names[i]);
-  return 0;
-}
-
 static int probe_true(PyObject *descr, PyObject *x, PyTypeObject *tp, int is_method) {
   if (descr == NULL) return 0; /* an older torch without it: nothing to see */
   PyObject *r;
@@ -363,10 +385,9 @@ static int probe_true(PyObject *descr, PyObject *x, PyTypeObject *tp, int is_met
  * probes that cannot fire: only floating and complex tensors can require
  * grad, and only complex ones carry the conjugate bit (torch's rules). */
 static int refuse_torch_export_of(PyTypeObject *tp, PyObject *x, int code) {
-  int is_torch = PySet_Contains(torch_types, (PyObject *)tp);
-  if (is_torch <= 0) return is_torch;
   torch_probes pr;
-  torch_probes_of(tp, &pr);
+  int is_torch = torch_probes_of(tp, &pr);
+  if (is_torch <= 0) return is_torch;
   int floating = code < 0 || code == kDLFloat || code == kDLBfloat || code == kDLComplex ||
                  (code >= 7 && code <= 17); /* float8/6/4 */
   int bit = floating ? probe_true(pr.requires_grad, x, tp, 0) : 0;
@@ -445,30 +466,41 @@ DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h) {
   return NULL;
 }
 
-/* Import through a type's exchange API. Returns the tensor; NULL with an
- * exception; or NULL with no exception when the API failed (or its chain
- * holds no version bridge knows) and the caller should ask __dlpack__
- * (which applies the producer's own rules). */
-static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObject *x) {
-  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
-  if (head == NULL) return NULL;
-  DLPackExchangeAPI *api = bridge_exchange_api_known(head);
-  if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL) {
-    PyObject *method = PyObject_GetAttr(x, str_dlpack);
-    if (method != NULL) {
-      Py_DECREF(method);
-      return NULL; /* no exception: ask __dlpack__ */
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
-    PyErr_Clear();
-    return PyErr_Format(PyExc_BufferError,
-                        "%.200s's DLPack exchange API is version %u.%u and its prev_api chain holds no "
-                        "major version %d table, and it has no __dlpack__ to fall back on",
-                        tp->tp_name, head->version.major, head->version.minor, DLPACK_MAJOR_VERSION);
+/* x has __dlpack__ to fall back on: 0 (no exception: the caller asks it),
+ * else -1 with exc (the exchange API's failure, or NULL for `none_why`) as a
+ * BufferError. */
+static int fall_back_or_fail(PyObject *x, PyObject *exc, PyTypeObject *tp, DLPackExchangeAPIHeader *head) {
+  PyObject *method = PyObject_GetAttr(x, str_dlpack);
+  if (method != NULL) {
+    Py_DECREF(method);
+    Py_XDECREF(exc);
+    return 0;
   }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    Py_XDECREF(exc);
+    return -1;
+  }
+  PyErr_Clear();
+  if (head != NULL) {
+    PyErr_Format(PyExc_BufferError,
+                 "%.200s's DLPack exchange API is version %u.%u and its prev_api chain holds no "
+                 "major version %d table, and it has no __dlpack__ to fall back on",
+                 tp->tp_name, head->version.major, head->version.minor, DLPACK_MAJOR_VERSION);
+    return -1;
+  }
+  exchange_error_to_buffer_error(exc);
+  return -1;
+}
+
+int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out) {
+  PyTypeObject *tp = Py_TYPE(x);
+  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
+  if (head == NULL) return -1;
+  DLPackExchangeAPI *api = bridge_exchange_api_known(head);
+  if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL)
+    return fall_back_or_fail(x, NULL, tp, head);
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
-    /* The producer's rules, with the dtype known: a refusal releases it. */
     /* The producer's rules, with the dtype known; then, for CUDA, the
      * consumer's stream waits for the producer's (the API does no sync).
      * A refusal or failure releases the tensor. */
@@ -476,30 +508,34 @@ static PyObject *import_exchange(PyObject *api_capsule, PyTypeObject *tp, PyObje
       PyObject *exc = bridge_fetch_error();
       bridge_dlpack_call_deleter(m, 1);
       bridge_restore_error(exc);
-      return NULL;
+      return -1;
     }
     BUMP(STAT_API_IMPORTS);
-    PyObject *out = bridge_dlpack_take(m, 1);
-    /* the consumer's stream now waits for the producer's work */
-    if (out != NULL && ((TensorObject *)out)->storage->dev_type == kDLCUDA)
-      ((TensorObject *)out)->storage->stream = bridge_current_stream();
-    return out;
+    *out = m;
+    return 1;
   }
-  PyObject *exc = bridge_fetch_error();
-  PyObject *method = PyObject_GetAttr(x, str_dlpack);
-  if (method != NULL) {
-    Py_DECREF(method);
-    Py_XDECREF(exc);
-    return NULL; /* no exception: ask __dlpack__ */
-  }
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-    Py_XDECREF(exc);
-    return NULL;
-  }
-  PyErr_Clear();
-  exchange_error_to_buffer_error(exc);
-  return NULL;
+  return fall_back_or_fail(x, bridge_fetch_error(), tp, NULL);
 }
+
+PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m) {
+  int cuda = m->dl_tensor.device.device_type == kDLCUDA;
+  PyObject *out = bridge_dlpack_take(m, 1);
+  /* the consumer's stream now waits for the producer's work */
+  if (out != NULL && cuda) ((TensorObject *)out)->storage->stream = bridge_current_stream();
+  return out;
+}
+
+/* Import through a type's exchange API. Returns the tensor; NULL with an
+ * exception; or NULL with no exception when the API failed (or its chain
+ * holds no version bridge knows) and the caller should ask __dlpack__
+ * (which applies the producer's own rules). */
+static PyObject *import_exchange(PyObject *api_capsule, PyObject *x) {
+  DLManagedTensorVersioned *m = NULL;
+  int rc = bridge_exchange_managed(api_capsule, x, &m);
+  return rc > 0 ? bridge_dlpack_take_exchanged(m) : NULL;
+}
+
+PyObject *bridge_exchange_api_of(PyTypeObject *tp) { return exchange_api_of(tp); }
 
 static PyObject *str_dlpack_device, *str_dl_device, *str_copy, *str_stream;
 
@@ -690,7 +726,7 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
   if (api == NULL) return NULL;
   if (!have_dev && copy == Py_None) {
     if (api != Py_None) {
-      PyObject *out = import_exchange(api, tp, x);
+      PyObject *out = import_exchange(api, x);
       if (out != NULL || PyErr_Occurred()) return out;
     }
   } else if (refuse_torch_export(tp, x) < 0) {
@@ -799,7 +835,7 @@ static PyMethodDef import_functions[] = {
 };
 
 int bridge_dlpack_import_init(PyObject *mod) {
-  if (!(api_cache = PyDict_New()) || !(torch_types = PySet_New(NULL)) ||
+  if (!(api_cache = PyDict_New()) || !(torch_types = PyDict_New()) ||
       !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
       !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
       !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||

@@ -73,6 +73,24 @@ int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *o
 PyObject *bridge_dlpack_ask(PyObject *x, int host);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
+/* The type's __dlpack_c_exchange_api__ capsule, or None (borrowed; cached
+ * per type); NULL with an exception. */
+PyObject *bridge_exchange_api_of(PyTypeObject *tp);
+/* x's managed tensor through its exchange API (the capsule from
+ * bridge_exchange_api_of), the producer's refusals applied (torch's) and CUDA
+ * work ordered: 1 with *out (the caller owns it); 0 with no exception when
+ * the caller should ask x.__dlpack__ instead; -1 with an exception. */
+int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out);
+/* bridge_dlpack_take of a tensor from bridge_exchange_managed (its CUDA
+ * memory then ordered on the consumer's stream). */
+PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m);
+/* A versioned managed tensor over `data` (shape and strides copied into its
+ * block) holding a strong reference to `owner` until its deleter runs (with
+ * the GIL, exactly once, leaked at shutdown): what bridge hands out for
+ * memory that is not a bridge storage's (an ndarray's). NULL with an exception. */
+DLManagedTensorVersioned *bridge_dlpack_build_owned(PyObject *owner, void *data, DLDevice device, DLDataType dtype,
+                                                    int ndim, const int64_t *shape, const int64_t *strides,
+                                                    uint64_t flags);
 extern const char BRIDGE_NAME_API[];
 /* The table of the DLPack major version bridge knows in an exchange API's
  * version chain (the header, then header.prev_api, ...), or NULL when the

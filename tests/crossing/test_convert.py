@@ -356,3 +356,18 @@ def test_copy_warning_is_one_filterable_category() -> None:
 def test_a_bridge_tensor_into_bridge_is_itself() -> None:
     x = bridge.tensor(REF)
     assert bridge.convert(x, bridge) is x
+
+
+def test_rows_of_no_elements() -> None:
+    """A (4, 0) tensor: four rows of nothing. pyarrow holds it (a
+    FixedShapeTensorArray of four empty rows); polars' Arrow import panics on
+    it, so convert refuses it by the record, before polars sees it."""
+    pa = pytest.importorskip("pyarrow")
+    t = bridge.zeros(4, 0)
+    out = bridge.convert(t, pa)
+    assert len(out) == 4 and out.to_numpy_ndarray().shape == (4, 0)
+    assert bridge.convert(bridge.zeros(4, 0, 2).permute(0, 2, 1), pa).to_numpy_ndarray().shape == (4, 2, 0)
+    pytest.importorskip("polars")
+    with pytest.raises(BufferError, match="polars cannot hold rows of no elements"):
+        bridge.convert(t, "polars")
+    assert len(bridge.convert(bridge.zeros(0, 3), "polars")) == 0  # no rows: fine

@@ -91,8 +91,9 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
         return _value_schema(dt, _COLUMN), (n, 0, t._offset, _DATA, ())
     batch, elem = t._shape[0], t._shape[1:]
     per = S.prod(elem)
-    layout = _element_layout(elem, t._strides[1:])
-    if layout is None or (batch > 1 and t._strides[0] != per):
+    # Rows of no elements have no bytes, so any strides describe them.
+    layout = _element_layout(elem, t._strides[1:]) if per else (list(range(len(elem))), list(range(len(elem))))
+    if layout is None or (batch > 1 and per and t._strides[0] != per):
         raise ValueError(
             f"a tensor with strides {t._strides} is not a batch of dense tensors, which "
             "arrow.fixed_shape_tensor needs (call .contiguous() for a copy)"

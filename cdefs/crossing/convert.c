@@ -1,0 +1,424 @@
+/* bridge.convert's fast path: the call users make, in C.
+ *
+ * bridge.convert(obj, to) is _C.convert. For the common case it never enters
+ * Python: `to` is looked up in a registry of destinations (each a record of
+ * what it holds, made by bridge.crossing.convert from the capability table,
+ * the one place those rules are written); `obj` is read without building a
+ * bridge tensor where it can be (a producer's C exchange API, an ndarray's
+ * own struct, a bridge tensor's fields); when the record holds it as it is
+ * (host memory, a dtype it takes, strides, offset, alignment and read-only
+ * as it allows) the managed tensor goes straight to the destination's C
+ * exchange API, or the bridge tensor to its import function. Everything
+ * else (a fix, a copy, a policy other than the defaults, a destination not
+ * registered yet, an object read no other way) goes to the general path,
+ * bridge.crossing.convert's Python convert (the convert_slow up-call), with
+ * the tensor already imported when it was: the general path decides and
+ * explains every fix, so the two paths cannot disagree on a rule that the
+ * record does not carry. */
+
+#include "interop/interop.h"
+
+#include <stdlib.h>
+
+enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL };
+enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
+#define MAX_DTYPES 64
+
+/* One destination, as the general path's record says it holds memory
+ * without a fix (bridge.crossing.convert builds it from Holds). */
+typedef struct {
+  int take;                 /* TAKE_*: bridge itself, an exchange API, a Python import */
+  DLPackExchangeAPI *api;   /* TAKE_API: the destination's table (kept by `keep`) */
+  PyObject *keep;           /* TAKE_API: the API capsule; TAKE_CALL: the import, called with a bridge tensor */
+  int strides;              /* STRIDES_* */
+  int negative, zero;       /* it holds negative / zero strides */
+  int byte_offset;          /* it honours DLPack's byte_offset */
+  int zero_d;               /* it holds 0-d tensors */
+  int max_ndim;             /* -1: no limit */
+  int readonly;             /* it takes read-only memory as it is */
+  int64_t alignment;        /* 0: none */
+  int ndtypes;
+  uint32_t dtypes[MAX_DTYPES]; /* code | bits << 8 | lanes << 16 */
+} destination;
+
+static PyObject *registry; /* `to` -> capsule of a destination */
+static const char DEST_NAME[] = "bridge.convert.destination";
+
+static void destination_free(PyObject *capsule) {
+  destination *d = (destination *)PyCapsule_GetPointer(capsule, DEST_NAME);
+  if (d == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  Py_XDECREF(d->keep);
+  free(d);
+}
+
+/* What the fast path reads of a tensor, whoever made it. */
+typedef struct {
+  const char *data;         /* the first element (byte_offset included) */
+  int64_t byte_offset;
+  DLDevice device;
+  DLDataType dtype;
+  int ndim;
+  const int64_t *shape, *strides; /* strides NULL: row-major */
+  int readonly;
+} view;
+
+static uint32_t dtype_key(DLDataType t) { return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16; }
+
+/* 1 when `d` holds `v` as it is; 0 when the general path must look (a fix,
+ * or a case the record leaves to it: device memory, where streams are
+ * ordered; empty tensors; sub-byte values). Never an error. */
+static int holds(const destination *d, const view *v) {
+  if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return 0;
+  if (v->readonly && !d->readonly) return 0;
+  if (v->ndim == 0 ? !d->zero_d : d->max_ndim >= 0 && v->ndim > d->max_ndim) return 0;
+  if (v->byte_offset != 0 && !d->byte_offset) return 0;
+  if (d->alignment && (uintptr_t)v->data % (uint64_t)d->alignment) return 0;
+  uint32_t key = dtype_key(v->dtype);
+  int i = 0;
+  while (i < d->ndtypes && d->dtypes[i] != key) i++;
+  if (i == d->ndtypes) return 0;
+  /* row-major, or strides the record takes; a dim of one element has any stride */
+  int64_t expect = 1;
+  int row_major = 1;
+  for (int k = v->ndim - 1; k >= 0; k--) {
+    int64_t n = v->shape[k];
+    if (n == 0) return 0;
+    if (n == 1) continue;
+    int64_t s = v->strides ? v->strides[k] : expect;
+    if (s != expect) {
+      row_major = 0;
+      if (d->strides != STRIDES_ANY || (s < 0 && !d->negative) || (s == 0 && !d->zero)) return 0;
+    }
+    if (__builtin_mul_overflow(expect, n, &expect)) return 0;
+  }
+  return row_major || d->strides == STRIDES_ANY;
+}
+
+static void view_of_tensor(TensorObject *t, view *v) {
+  StorageObject *st = t->storage;
+  v->data = bridge_tensor_data(t);
+  v->byte_offset = 0; /* bridge's exports fold the offset into the pointer */
+  v->device.device_type = (DLDeviceType)st->dev_type;
+  v->device.device_id = st->dev_id;
+  v->dtype.code = t->dtype->code;
+  v->dtype.bits = t->dtype->bits;
+  v->dtype.lanes = t->dtype->lanes;
+  v->ndim = t->ndim;
+  v->shape = t->shape;
+  v->strides = t->strides;
+  v->readonly = st->readonly;
+}
+
+static void view_of_managed(DLManagedTensorVersioned *m, view *v) {
+  DLTensor *dl = &m->dl_tensor;
+  v->data = (const char *)dl->data + dl->byte_offset;
+  v->byte_offset = (int64_t)dl->byte_offset;
+  v->device = dl->device;
+  v->dtype = dl->dtype;
+  v->ndim = dl->ndim;
+  v->shape = dl->shape;
+  v->strides = dl->strides;
+  v->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) v->dtype.lanes = 0; /* the general path's */
+}
+
+/* ------------------------------------------------------------ ndarrays */
+
+/* NumPy's array and descriptor structs, as far as read here: the array
+ * fields are NumPy's public ABI (numpy/ndarraytypes.h, PyArrayObject_fields,
+ * unchanged in 2.x), and type_num sits at the same place in the 1.x and 2.x
+ * descriptors (what follows it moved in 2.0 and is not read). */
+typedef struct {
+  PyObject_HEAD
+  char *data;
+  int nd;
+  Py_ssize_t *dimensions;
+  Py_ssize_t *strides;
+  PyObject *base;
+  PyObject *descr;
+  int flags;
+} np_array;
+typedef struct {
+  PyObject_HEAD
+  PyTypeObject *typeobj;
+  char kind, type, byteorder, former_flags;
+  int type_num;
+} np_descr;
+#define NPY_WRITEABLE 0x0400
+
+/* NumPy's built-in type numbers -> DLPack (code, bits); bits 0: not here. */
+static DLDataType np_dtype(int type_num) {
+  static const struct { uint8_t code, bits; } table[] = {
+      [0] = {kDLBool, 8},
+      [1] = {kDLInt, 8},   [2] = {kDLUInt, 8},   [3] = {kDLInt, 16},  [4] = {kDLUInt, 16},
+      [5] = {kDLInt, 8 * sizeof(int)},            [6] = {kDLUInt, 8 * sizeof(int)},
+      [7] = {kDLInt, 8 * sizeof(long)},           [8] = {kDLUInt, 8 * sizeof(long)},
+      [9] = {kDLInt, 64},  [10] = {kDLUInt, 64},  [11] = {kDLFloat, 32}, [12] = {kDLFloat, 64},
+      [14] = {kDLComplex, 64}, [15] = {kDLComplex, 128}, [23] = {kDLFloat, 16},
+  };
+  DLDataType t = {0, 0, 1};
+  if (type_num >= 0 && type_num < (int)(sizeof table / sizeof table[0])) {
+    t.code = table[type_num].code;
+    t.bits = table[type_num].bits;
+  }
+  return t;
+}
+
+/* An ndarray (exactly numpy.ndarray) as a managed tensor holding it: 1 with
+ * *out; 0 when the general path must import it (another dtype or byte
+ * order, strides that are not whole elements, no elements); -1 error. */
+static int managed_of_ndarray(PyObject *x, DLManagedTensorVersioned **out) {
+  np_array *a = (np_array *)x;
+  np_descr *descr = (np_descr *)a->descr;
+  DLDataType dt = np_dtype(descr->type_num);
+  if (dt.bits == 0 || (descr->byteorder != '=' && descr->byteorder != '|')) return 0;
+  if (a->nd < 0 || a->nd > BRIDGE_MAX_NDIM) return 0;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], isz = dt.bits / 8;
+  for (int k = 0; k < a->nd; k++) {
+    shape[k] = a->dimensions[k];
+    if (shape[k] <= 0 || a->strides[k] % isz) return 0;
+    strides[k] = a->strides[k] / isz;
+  }
+  DLDevice host = {kDLCPU, 0};
+  uint64_t flags = a->flags & NPY_WRITEABLE ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+  *out = bridge_dlpack_build_owned(x, a->data, host, dt, a->nd, shape, strides, flags);
+  return *out ? 1 : -1;
+}
+
+/* ------------------------------------------------------------ the call */
+
+/* The general path, with obj (or the tensor already imported from it) and
+ * the caller's own arguments. */
+static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
+  if (slow == NULL) return NULL;
+  if (obj == args[0]) return PyObject_Vectorcall(slow, args, nargsf, kwnames);
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  PyObject *stack[8];
+  if (n > 8) return PyObject_Vectorcall(slow, args, nargsf, kwnames);
+  for (Py_ssize_t i = 0; i < n; i++) stack[i] = args[i];
+  stack[0] = obj;
+  return PyObject_Vectorcall(slow, stack, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+/* Hand a managed tensor the destination holds to it (the tensor is the
+ * destination's after this, whatever happens). */
+static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m) {
+  if (d->take == TAKE_API) {
+    void *out = NULL;
+    if (d->api->managed_tensor_to_py_object_no_sync(m, &out) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_BufferError, "the destination's DLPack exchange API failed");
+      return NULL;
+    }
+    return (PyObject *)out;
+  }
+  PyObject *t = bridge_dlpack_take_exchanged(m);
+  if (t == NULL || d->take == TAKE_BRIDGE) return t;
+  PyObject *out = PyObject_CallOneArg(d->keep, t);
+  Py_DECREF(t);
+  return out;
+}
+
+/* The fast path into one registered destination. */
+static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *obj = args[0];
+  view v;
+  if (Tensor_Check(obj)) {
+    if (d->take == TAKE_BRIDGE) return Py_NewRef(obj);
+    TensorObject *t = (TensorObject *)obj;
+    view_of_tensor(t, &v);
+    if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
+    if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, obj);
+    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, 0, 1);
+    return m ? take_managed(d, m) : NULL;
+  }
+  PyTypeObject *tp = Py_TYPE(obj);
+  DLManagedTensorVersioned *m = NULL;
+  int got = 0;
+  PyObject *ndarray = bridge_upcall_peek(UP_NDARRAY);
+  if (tp == (PyTypeObject *)ndarray) {
+    got = managed_of_ndarray(obj, &m);
+  } else if (tp != &PyCapsule_Type) {
+    PyObject *api = bridge_exchange_api_of(tp);
+    if (api == NULL) return NULL;
+    if (api != Py_None) got = bridge_exchange_managed(api, obj, &m);
+  }
+  if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  view_of_managed(m, &v);
+  if (holds(d, &v)) return take_managed(d, m);
+  PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: the general path fixes it */
+  if (t == NULL) return NULL;
+  PyObject *out = general(t, args, nargsf, kwnames);
+  Py_DECREF(t);
+  return out;
+}
+
+static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value;
+
+/* convert(obj, to, *, copy=None, readonly="copy") */
+static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  (void)mod;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 2) { /* the general path's error */
+    PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
+    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  }
+  for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    int plain = (name == str_copy_kw && value == Py_None) ||
+                (name == str_readonly_kw && PyUnicode_Check(value) &&
+                 (value == str_copy_value || PyUnicode_Compare(value, str_copy_value) == 0));
+    if (!plain) return general(args[0], args, nargsf, kwnames);
+  }
+  PyObject *cap = PyDict_GetItemWithError(registry, args[1]); /* (unhashable: the general path explains) */
+  if (cap == NULL) {
+    PyErr_Clear();
+    return general(args[0], args, nargsf, kwnames);
+  }
+  /* Held for the call: torch's probes release the GIL, and another thread
+   * may empty the registry meanwhile. */
+  Py_INCREF(cap);
+  const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+  PyObject *out = d ? convert_to(d, args, nargsf, kwnames) : NULL;
+  Py_DECREF(cap);
+  return out;
+}
+
+/* ------------------------------------------------------------ registry */
+
+static int flag(PyObject *spec, const char *key, int *out) {
+  PyObject *v = PyDict_GetItemString(spec, key);
+  if (v == NULL) {
+    PyErr_Format(PyExc_ValueError, "convert_register(): spec has no %s", key);
+    return -1;
+  }
+  long x = PyLong_AsLong(v);
+  if (x == -1 && PyErr_Occurred()) return -1;
+  *out = (int)x;
+  return 0;
+}
+
+/* convert_register(to, take, spec): see the method's docstring. */
+static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !PyDict_Check(args[2]))
+    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict)");
+  PyObject *to = args[0], *take = args[1], *spec = args[2];
+  destination *d = (destination *)calloc(1, sizeof *d);
+  if (d == NULL) return PyErr_NoMemory();
+  int alignment = 0;
+  if (flag(spec, "strides", &d->strides) < 0 || flag(spec, "negative", &d->negative) < 0 ||
+      flag(spec, "zero", &d->zero) < 0 || flag(spec, "byte_offset", &d->byte_offset) < 0 ||
+      flag(spec, "zero_d", &d->zero_d) < 0 || flag(spec, "max_ndim", &d->max_ndim) < 0 ||
+      flag(spec, "readonly", &d->readonly) < 0 || flag(spec, "alignment", &alignment) < 0)
+    goto fail;
+  d->alignment = alignment;
+  PyObject *dtypes = PyDict_GetItemString(spec, "dtypes"); /* a tuple of (code, bits, lanes) */
+  if (dtypes == NULL || !PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) > MAX_DTYPES) {
+    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['dtypes'] is a tuple of at most 64 triples");
+    goto fail;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dtypes); i++) {
+    DLDataType t;
+    int code, bits, lanes;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(dtypes, i), "iii", &code, &bits, &lanes)) goto fail;
+    t.code = (uint8_t)code;
+    t.bits = (uint8_t)bits;
+    t.lanes = (uint16_t)lanes;
+    d->dtypes[d->ndtypes++] = dtype_key(t);
+  }
+  if (take == Py_None) {
+    d->take = TAKE_BRIDGE;
+  } else if (PyCapsule_IsValid(take, BRIDGE_NAME_API)) {
+    DLPackExchangeAPIHeader *h = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(take, BRIDGE_NAME_API);
+    d->api = bridge_exchange_api_known(h);
+    if (d->api == NULL || d->api->managed_tensor_to_py_object_no_sync == NULL) {
+      PyErr_SetString(PyExc_ValueError, "convert_register(): the exchange API has no managed_tensor_to_py_object");
+      goto fail;
+    }
+    d->take = TAKE_API;
+    d->keep = Py_NewRef(take);
+  } else if (PyCallable_Check(take)) {
+    d->take = TAKE_CALL;
+    d->keep = Py_NewRef(take);
+  } else {
+    PyErr_SetString(PyExc_TypeError, "convert_register(): take is None, an exchange API capsule or a callable");
+    goto fail;
+  }
+  PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
+  if (cap == NULL) goto fail;
+  if (PyDict_GET_SIZE(registry) >= 256) PyDict_Clear(registry); /* bound it: `to` may be made per call */
+  int rc = PyDict_SetItem(registry, to, cap);
+  Py_DECREF(cap);
+  if (rc < 0) return NULL;
+  Py_RETURN_NONE;
+fail:
+  Py_XDECREF(d->keep);
+  free(d);
+  return NULL;
+}
+
+static PyObject *py_convert_forget(PyObject *mod, PyObject *unused) {
+  (void)mod;
+  (void)unused;
+  PyDict_Clear(registry);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_convert_registered(PyObject *mod, PyObject *to) {
+  (void)mod;
+  int rc = PyDict_Contains(registry, to);
+  if (rc < 0) {
+    PyErr_Clear();
+    rc = 0;
+  }
+  return PyBool_FromLong(rc);
+}
+
+static PyMethodDef crossing_functions[] = {
+    {"convert", (PyCFunction)(void (*)(void))py_convert, METH_FASTCALL | METH_KEYWORDS,
+     "convert(obj, to, *, copy=None, readonly='copy')\n--\n\n"
+     "obj as destination to's own object (a torch.Tensor, numpy.ndarray, jax.Array, paddle.Tensor,\n"
+     "tvm_ffi.Tensor, mlx array, OrtValue, pyarrow Array or FixedShapeTensorArray, polars Series,\n"
+     "tf.Tensor, cupy ndarray or bridge.Tensor), sharing obj's memory wherever to can hold it.\n\n"
+     "obj: anything bridge imports (a DLPack object or capsule, Arrow PyCapsule objects, the array\n"
+     "interfaces, buffers). to: a module (torch), its name (\"torch\") or a type (torch.Tensor).\n\n"
+     "Where to cannot hold the memory as it is, the smallest fix is made (see\n"
+     "bridge.crossing.convert.plan): copy=None makes it and warns bridge.CopyWarning when it\n"
+     "copies; copy=False raises BufferError naming the reason instead of copying; copy=True always\n"
+     "copies. Read-only memory into a destination whose tensors are writable: readonly=\"copy\"\n"
+     "gives a writable copy, \"error\" raises BufferError, \"share\" shares it as the destination's\n"
+     "own import would (unsafe: a write through the result changes memory lent read-only).\n\n"
+     "Memory the destination holds as it is goes through the destination's C exchange API where\n"
+     "it has one (torch, paddle, tvm-ffi), read from the source's exchange API, an ndarray's own\n"
+     "struct or a bridge tensor without a capsule; the result keeps the source alive.\n\n"
+     "Raises ValueError for an unknown or uninstalled to (listing the installed ones) and a bad\n"
+     "readonly; TypeError for an obj bridge cannot import and a bad copy; BufferError for data the\n"
+     "destination cannot hold at all (a dtype it lacks, a 0-d tensor into Arrow) and for the\n"
+     "producer's refusals (a torch tensor that requires grad)."},
+    {"convert_register", (PyCFunction)(void (*)(void))py_convert_register, METH_FASTCALL,
+     "convert_register(to, take, spec, /)\n--\n\n"
+     "Register destination `to` (a module, name or type, as convert() takes it) for the fast path\n"
+     "(private: bridge.crossing.convert does it from the capability table). take: None (bridge\n"
+     "itself), the destination's __dlpack_c_exchange_api__ capsule, or a callable importing a\n"
+     "bridge tensor. spec: a dict of what it holds as it is: strides (0 any, 1 compact, 2\n"
+     "contiguous), negative, zero, byte_offset, zero_d, max_ndim (-1: any), readonly, alignment,\n"
+     "dtypes (a tuple of (code, bits, lanes)). ValueError/TypeError for a malformed spec."},
+    {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
+     "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
+    {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
+     "convert_registered(to, /)\n--\n\nWhether `to` is in the fast path's registry (private)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_crossing_init(PyObject *mod) {
+  if (!(registry = PyDict_New()) || !(str_copy_kw = PyUnicode_InternFromString("copy")) ||
+      !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
+      !(str_copy_value = PyUnicode_InternFromString("copy")))
+    return -1;
+  return PyModule_AddFunctions(mod, crossing_functions);
+}

@@ -1,0 +1,299 @@
+"""bridge.convert's C fast path (cdefs/crossing/convert.c) against its general path.
+
+Every source kind (bridge tensor, ndarray, torch, paddle), every layout and
+dtype case, into every installed destination: the fast path (a registered
+destination) must give what the general path (``bridge.crossing.convert._general``,
+the Python that decides every fix) gives: the same type, the same sharing of
+memory, the same values, the same warnings and the same errors. A spy on the
+``convert_slow`` up-call shows which cases the fast path finishes on its own.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+import bridge
+from bridge.core.native import _C, stats
+from bridge.crossing import convert as conv
+from bridge.crossing.destinations import installed
+
+torch = pytest.importorskip("torch")
+try:
+    import paddle
+except ImportError:  # optional peer
+    paddle = None
+
+DESTS = [d for d in installed() if d != "jax"]  # (jax: its own tests; it needs x64 settings)
+
+
+def _base() -> np.ndarray[Any, Any]:
+    return np.arange(24, dtype=np.float32).reshape(4, 6)
+
+
+# name -> (ndarray view builder): the layouts and dtypes, as NumPy makes them
+CASES: dict[str, Callable[[], np.ndarray[Any, Any]]] = {
+    "contiguous": _base,
+    "transposed": lambda: _base().T,
+    "negative": lambda: _base()[::-1],
+    "offset": lambda: _base()[1:],
+    "odd-offset": lambda: np.arange(25, dtype=np.float32)[1:].reshape(4, 6),
+    "step": lambda: _base()[:, ::2],
+    "broadcast": lambda: np.broadcast_to(np.arange(6, dtype=np.float32), (4, 6)),
+    "0-d": lambda: np.array(3.5, dtype=np.float32),
+    "empty": lambda: np.zeros((0, 3), dtype=np.float32),
+    "int64": lambda: np.arange(6, dtype=np.int64),
+    "int8": lambda: np.arange(6, dtype=np.int8),
+    "bool": lambda: np.arange(6) % 2 == 0,
+    "float16": lambda: np.arange(6, dtype=np.float16),
+    "complex64": lambda: np.arange(6, dtype=np.complex64),
+    "uint32": lambda: np.arange(6, dtype=np.uint32),
+    "3-d": lambda: np.arange(60, dtype=np.float64).reshape(3, 4, 5),
+    "byteswapped": lambda: np.arange(6, dtype=">f4"),
+}
+
+
+def _readonly(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.copy() if a.base is None else a
+    a.flags.writeable = False
+    return a
+
+
+def sources(case: str) -> Iterator[tuple[str, object, np.ndarray[Any, Any]]]:
+    """(source kind, object, the ndarray its values equal) for one case."""
+    a = CASES[case]()
+    yield "ndarray", a, a
+    if a.dtype.isnative:
+        yield "bridge", bridge.from_numpy(a), a
+        if a.flags.writeable and case != "broadcast":
+            ro = _readonly(a.copy())
+            yield "ndarray-readonly", ro, ro
+            yield "bridge-readonly", bridge.from_numpy(ro), ro
+    if case in ("negative", "byteswapped", "broadcast") or not a.flags.writeable:
+        return  # torch cannot hold these itself
+    t = torch.from_numpy(a)
+    yield "torch", t, a
+    if paddle is not None and case in ("contiguous", "int64", "0-d", "3-d", "float16", "bool"):
+        yield "paddle", paddle.to_tensor(a), a
+
+
+def address(x: object) -> int | None:
+    """The address of x's first element, where its library says it."""
+    if isinstance(x, np.ndarray):
+        return int(x.__array_interface__["data"][0]) if x.size else None
+    if isinstance(x, bridge.Tensor):
+        return x.data_ptr() if x.numel() else None
+    if isinstance(x, torch.Tensor):
+        return x.data_ptr() if x.numel() else None
+    if paddle is not None and isinstance(x, paddle.Tensor):
+        return int(x.data_ptr()) if x.size else None
+    return None
+
+
+def values(x: object) -> np.ndarray[Any, Any]:
+    """x's values as an ndarray (a copy), through its library's own route."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy().copy()
+    if paddle is not None and isinstance(x, paddle.Tensor):
+        return np.array(x.numpy())
+    if isinstance(x, bridge.Tensor):
+        return np.array(x.numpy())
+    mod = type(x).__module__.split(".")[0]
+    if mod == "pyarrow":
+        if hasattr(x, "to_numpy_ndarray"):  # a FixedShapeTensorArray
+            return np.array(x.to_numpy_ndarray())
+        return np.array(x.to_numpy(zero_copy_only=False))  # type: ignore[attr-defined]
+    if mod == "polars":
+        return np.array(x.to_list())  # type: ignore[attr-defined]
+    if mod == "tvm_ffi":
+        return np.array(np.from_dlpack(x))
+    if mod == "onnxruntime":
+        return np.array(x.numpy())  # type: ignore[attr-defined]
+    return np.array(x)
+
+
+@contextmanager
+def spy() -> Iterator[list[object]]:
+    """Record each call of the general path (the convert_slow up-call)."""
+    calls: list[object] = []
+    general = conv._general
+
+    def recording(*args: Any, **kwargs: Any) -> object:
+        calls.append(args[0] if args else kwargs.get("obj"))
+        return general(*args, **kwargs)
+
+    _C._register("convert_slow", recording)
+    try:
+        yield calls
+    finally:
+        _C._register("convert_slow", general)
+
+
+def outcome(fn: Callable[[], object], src: object) -> dict[str, Any]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = fn()
+        except Exception as err:  # the outcome is compared, whatever it is
+            return {"error": type(err), "message": str(err)}
+    kinds = [(w.category, getattr(w.message, "kind", None)) for w in caught]
+    src_addr, out_addr = address(src), address(out)
+    return {"type": type(out), "shares": None if out_addr is None or src_addr is None else out_addr == src_addr,
+            "warnings": kinds, "result": out}  # fmt: skip
+
+
+@pytest.mark.parametrize("dest", DESTS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_fast_path_gives_what_the_general_path_gives(case: str, dest: str) -> None:
+    for kind, obj, expect in sources(case):
+        general = outcome(lambda obj=obj: conv._general(obj, dest), obj)
+        outcome(lambda obj=obj: bridge.convert(obj, dest), obj)  # registers dest
+        assert _C.convert_registered(dest) or dest in ("mlx", "onnxruntime") or "error" in general
+        fast = outcome(lambda obj=obj: bridge.convert(obj, dest), obj)
+        where = f"{kind} {case} -> {dest}"
+        if "error" in general:
+            assert fast.get("error") is general["error"], where
+            assert fast["message"] == general["message"], where
+            continue
+        assert "error" not in fast, f"{where}: {fast}"
+        assert fast["type"] is general["type"], where
+        assert fast["shares"] == general["shares"], where
+        assert fast["warnings"] == general["warnings"], where
+        got, want = values(fast["result"]), values(general["result"])
+        assert got.shape == want.shape and np.array_equal(got, want), where
+        if dest in ("numpy", "bridge", "torch", "paddle") and expect.dtype != bool:
+            np.testing.assert_array_equal(got.astype(expect.dtype), expect, err_msg=where)
+
+
+def test_the_plain_cases_never_enter_python() -> None:
+    """Memory a destination holds as it is goes C to C: from a bridge tensor,
+    an ndarray, torch and paddle into torch, paddle, tvm-ffi, NumPy and bridge."""
+    a = _base()
+    srcs: list[object] = [bridge.from_numpy(a), a, torch.from_numpy(a), a[1:], bridge.from_numpy(a).t()]
+    if paddle is not None:
+        srcs.append(paddle.to_tensor(a))
+    dests: list[object] = [torch, "torch", torch.Tensor, bridge, np, "numpy"]
+    if paddle is not None:
+        dests.append(paddle)
+    for to in dests:
+        bridge.convert(a, to)  # registers it
+    with spy() as calls:
+        for src in srcs:
+            for to in dests:
+                out = bridge.convert(src, to)
+                assert address(out) == address(src) or to in (np, "numpy")
+    assert calls == []
+
+
+def test_cases_with_a_fix_go_to_the_general_path_imported_once() -> None:
+    a = _base()
+    bridge.convert(a, torch)
+    with spy() as calls, pytest.warns(bridge.CopyWarning):
+        out = bridge.convert(a[::-1], torch)
+    assert np.array_equal(out.numpy(), a[::-1])
+    assert len(calls) == 1 and isinstance(calls[0], bridge.Tensor)  # read once, in C
+    t = torch.from_numpy(a).t()
+    with spy() as calls:
+        out2 = bridge.convert(t, "numpy")
+    assert calls == [] and np.shares_memory(out2, a)
+
+
+def test_keywords_other_than_the_defaults_take_the_general_path() -> None:
+    a = _base()
+    bridge.convert(a, torch)
+    with spy() as calls:
+        bridge.convert(a, torch, copy=None, readonly="copy")
+        assert calls == []
+        out = bridge.convert(a, torch, copy=True)
+        assert out.data_ptr() != a.ctypes.data and len(calls) == 1
+        bridge.convert(obj=a, to=torch)
+        bridge.convert(a, to=torch)
+        assert len(calls) == 3
+
+
+def test_bad_arguments_raise_as_the_general_path_says() -> None:
+    a = _base()
+    bridge.convert(a, torch)
+    with pytest.raises(TypeError, match="copy must be None, True or False"):
+        bridge.convert(a, torch, copy="yes")  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="readonly must be"):
+        bridge.convert(a, torch, readonly="maybe")  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        bridge.convert(a)  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        bridge.convert()  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="'to' is a module, its name or a type"):
+        bridge.convert(a, [torch])  # unhashable: not a registry key
+    with pytest.raises(ValueError, match="installed destinations"):
+        bridge.convert(a, "no-such-library")
+    with pytest.raises(TypeError, match="cannot import"):
+        bridge.convert(object(), torch)
+    with pytest.raises(BufferError, match="require gradient"):
+        bridge.convert(torch.ones(3, requires_grad=True), torch)
+    with pytest.raises(BufferError, match="negative bit"):
+        bridge.convert(torch.ones(3, dtype=torch.complex64).conj().imag, bridge)
+
+
+def test_an_ndarray_source_lives_as_long_as_the_result() -> None:
+    gc.collect()  # earlier tests' exports released first
+    before = stats()
+    a = np.arange(1000, dtype=np.float32)
+    ref = weakref.ref(a)
+    bridge.convert(a, torch)
+    out = bridge.convert(a, torch)
+    del a
+    gc.collect()
+    assert ref() is not None
+    assert float(out.sum()) == float(np.arange(1000, dtype=np.float32).sum())
+    del out
+    gc.collect()
+    assert ref() is None
+    after = stats()
+    assert after["exports"] - before["exports"] == after["export_deleters"] - before["export_deleters"]
+
+
+def test_registry_functions() -> None:
+    bridge.convert(_base(), "torch")
+    assert _C.convert_registered("torch")
+    _C.convert_forget()
+    assert not _C.convert_registered("torch")
+    assert not _C.convert_registered([1])  # unhashable: simply not there
+    bridge.convert(_base(), "torch")
+    assert _C.convert_registered("torch")
+    with pytest.raises(TypeError, match="spec: dict"):
+        _C.convert_register("x", None, [])
+    with pytest.raises(ValueError, match="spec has no"):
+        _C.convert_register("x", None, {})
+    assert not _C.convert_registered("x")
+
+
+def test_converts_from_threads_agree() -> None:
+    a = _base()
+    t = torch.from_numpy(a)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(300):
+                if i % 50 == 0:
+                    _C.convert_forget()  # registrations racing lookups
+                out = bridge.convert(a if i % 2 else t, torch)
+                assert out.data_ptr() == a.ctypes.data
+                assert bridge.convert(t, bridge).data_ptr() == a.ctypes.data
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
