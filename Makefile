@@ -85,7 +85,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
   tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
   tests/interop/test_cuda_copy.py \
   tests/interop/test_dlpack_v13.py tests/interop/test_arrow_device_stream.py \
-  tests/interop/test_cuda_stream_protocol.py \
+  tests/interop/test_cuda_stream_protocol.py tests/crossing/test_convert_fast.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses and not jax"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
