@@ -20,9 +20,12 @@
  * A dst whose bytes meet src's (copy_ between views of one storage) is
  * detected from the two byte ranges and copied in runs staged through a
  * tile-sized buffer, in an order (forward, or backward) checked beforehand
- * to never overwrite bytes a later run still reads; when neither order is
- * safe (an in-place transpose or reversal), src is first copied whole into
- * a temporary, as NumPy does. */
+ * to never overwrite bytes a later run still reads. When neither order is
+ * safe and src is dst's own elements read in another order (an in-place
+ * transpose, permutation or reversal: permute_in_place), each element moves
+ * along its cycle of that permutation, one element held at a time; any
+ * other overlap (a shifted transpose) first copies src whole into a
+ * temporary, as NumPy does every overlapping copy. */
 
 #include "copy.h"
 
@@ -60,14 +63,26 @@ typedef struct {
   char *dst;
   const char *src;
   int disz, sisz;
+  /* the caller's description, for the overlap test that needs dims unmerged
+   * (permute_in_place); raw_shape NULL for a geometry made here */
+  char *raw_dst;
+  const char *raw_src;
+  int raw_nd;
+  const int64_t *raw_shape, *raw_dstr, *raw_sstr;
 } copy_geom;
 
 /* Normalise a copy whose strides are in elements: 0 ready, 1 nothing to copy
  * (an empty shape), -1 a byte stride or offset overflows int64. A dim where
  * dst has stride 0 (dst writes one place many times) keeps its last write,
  * as an element loop in index order would. */
-static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
-                     const int64_t *dstr, const int64_t *sstr, int disz, int sisz) {
+static int geom_init_merging(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
+                             const int64_t *dstr, const int64_t *sstr, int disz, int sisz, int merge) {
+  g->raw_dst = dst;
+  g->raw_src = src;
+  g->raw_nd = nd;
+  g->raw_shape = shape;
+  g->raw_dstr = dstr;
+  g->raw_sstr = sstr;
   g->nd = 0;
   g->dst = dst;
   g->src = src;
@@ -107,7 +122,7 @@ static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int
     g->n[j + 1] = n, g->d[j + 1] = d, g->s[j + 1] = s;
   }
   /* merge an outer dim into the inner one where both sides step evenly across */
-  if (g->nd > 1) {
+  if (merge && g->nd > 1) {
     int w = g->nd - 1;
     for (int i = g->nd - 2; i >= 0; i--) {
       int64_t dn, sn;
@@ -126,6 +141,11 @@ static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int
     g->nd = kept;
   }
   return 0;
+}
+
+static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
+                     const int64_t *dstr, const int64_t *sstr, int disz, int sisz) {
+  return geom_init_merging(g, dst, src, nd, shape, dstr, sstr, disz, sisz, 1);
 }
 
 /* [lo, hi) byte addresses each side reaches. */
@@ -790,6 +810,135 @@ static int staged_walk(const copy_geom *g, const bridge_cast *cast, int dir, int
   return mode == WALK_CHECK ? 1 : bad;
 }
 
+/* ------------------------------------------------- in-place permutations */
+
+/* Swap n pairs (a, b), a stepping da and b db bytes, where a < b: the
+ * pairs of an order-2 permutation, each taken once, from its lower end.
+ * One loop per element size, so that each swap is a register move. */
+#define SWAP_RUN(T)                                            \
+  for (int64_t j = 0; j < n; j++, a += da, b += db) {          \
+    if (a >= b) continue; /* itself, or taken at its other end */ \
+    T x, y;                                                    \
+    memcpy(&x, a, sizeof x);                                   \
+    memcpy(&y, b, sizeof y);                                   \
+    memcpy(a, &y, sizeof y);                                   \
+    memcpy(b, &x, sizeof x);                                   \
+  }
+typedef struct {
+  uint64_t lo, hi;
+} bytes16;
+static void swap_run(char *a, char *b, int64_t n, int64_t da, int64_t db, int isz) {
+  switch (isz) {
+    case 1: SWAP_RUN(uint8_t) return;
+    case 2: SWAP_RUN(uint16_t) return;
+    case 4: SWAP_RUN(uint32_t) return;
+    case 8: SWAP_RUN(uint64_t) return;
+    case 16: SWAP_RUN(bytes16) return;
+    default:
+      for (int64_t j = 0; j < n; j++, a += da, b += db) {
+        if (a >= b) continue;
+        char x[16];
+        memcpy(x, a, (size_t)isz);
+        memcpy(a, b, (size_t)isz);
+        memcpy(b, x, (size_t)isz);
+      }
+  }
+}
+#undef SWAP_RUN
+
+/* One order-2 permutation of dst's elements in place: dst[i] = src[i]
+ * where src reads, for each element, the element that reads it back (a
+ * transpose of two equal dims, reversed dims, or both). Each pair is swapped
+ * once, from its lower address, walking tiles of the two inner dims so that
+ * a transposed partner's lines stay in cache. */
+static void swap_pairs(const copy_geom *g) {
+  int nd = g->nd, J = nd - 1, K = nd >= 2 ? nd - 2 : -1;
+  int64_t x[MAXD] = {0}, nK = K >= 0 ? g->n[K] : 1, dK = K >= 0 ? g->d[K] : 0, sK = K >= 0 ? g->s[K] : 0;
+  const int64_t T = 64;
+  for (;;) {
+    char *bd = g->dst;
+    const char *bs = g->src;
+    for (int q = 0; q < K; q++) bd += x[q] * g->d[q], bs += x[q] * g->s[q];
+    for (int64_t k0 = 0; k0 < nK; k0 += T)
+      for (int64_t j0 = 0; j0 < g->n[J]; j0 += T) {
+        int64_t kn = nK - k0 < T ? nK - k0 : T, jn = g->n[J] - j0 < T ? g->n[J] - j0 : T;
+        for (int64_t k = k0; k < k0 + kn; k++)
+          swap_run(bd + k * dK + j0 * g->d[J], (char *)bs + k * sK + j0 * g->s[J], jn, g->d[J], g->s[J], g->disz);
+      }
+    int q = K - 1;
+    for (; q >= 0 && ++x[q] == g->n[q]; q--) x[q] = 0;
+    if (q < 0) return;
+  }
+}
+
+/* dst[i] = src[i] where src is dst's own elements in another order: src's
+ * dims are dst's permuted (equal sizes, the same byte strides), some run
+ * backwards, over the same bytes. Index map f (element i takes the element
+ * dst holds at f(i): f(i)[sigma[k]] = i[k], or n - 1 - i[k] where src's dim
+ * k runs backwards) is done as order-2 passes, each swapping pairs in place:
+ * f = flips o a permutation of dims, and the permutation, cycle by cycle, as
+ * swaps of two dims (a pass for f then one for g gives f o g). One element
+ * is held at a time; a transpose or a reversal is one pass, a cyclic
+ * permutation of n dims n - 1, plus one when it also reverses dims.
+ * 1 when g is such a copy (done), 0 when it is not. */
+static int permute_in_place(const copy_geom *g) {
+  int nd = g->nd, isz = g->disz, sigma[MAXD], flip[MAXD], used[MAXD] = {0};
+  if (g->disz != g->sisz || nd == 0 || isz > 16) return 0;
+  for (int k = nd - 1; k >= 0; k--) { /* dst's elements are distinct: each dim steps past the ones inside */
+    int64_t inner = isz;
+    if (k + 1 < nd && mul_ovf(g->d[k + 1], g->n[k + 1], &inner)) return 0;
+    if (g->d[k] < inner) return 0;
+  }
+  int64_t shift = 0;
+  for (int k = 0; k < nd; k++) {
+    uint64_t a = uabs(g->s[k]);
+    int m = 0;
+    while (m < nd && (used[m] || (uint64_t)g->d[m] != a || g->n[m] != g->n[k])) m++;
+    if (m == nd) return 0;
+    used[m] = 1;
+    sigma[k] = m;
+    flip[k] = g->s[k] < 0;
+    if (flip[k]) shift += (int64_t)a * (g->n[k] - 1); /* within dst's span: no overflow */
+  }
+  if (g->src != g->dst + shift) return 0; /* the same bytes, not a shifted lattice */
+  BUMP(STAT_COPY_PERMUTED);
+  int involution = 1;
+  for (int k = 0; k < nd; k++) involution &= sigma[sigma[k]] == k && flip[k] == flip[sigma[k]];
+  if (involution) {
+    swap_pairs(g);
+    return 1;
+  }
+  copy_geom pass = *g;
+  /* the flips first: dims sigma[k] of dst, reversed onto themselves */
+  memcpy(pass.s, g->d, (size_t)nd * sizeof(int64_t));
+  pass.src = g->dst;
+  int flips = 0;
+  for (int k = 0; k < nd; k++) {
+    if (!flip[k]) continue;
+    int m = sigma[k];
+    pass.s[m] = -g->d[m];
+    pass.src += g->d[m] * (g->n[m] - 1);
+    flips = 1;
+  }
+  if (flips) swap_pairs(&pass);
+  /* then each cycle c0 -> c1 -> ... -> c(L-1) of sigma: swaps of dims
+   * (c0, c(L-1)), (c0, c(L-2)), ..., (c0, c1), in that order */
+  int seen[MAXD] = {0};
+  pass.src = g->dst;
+  for (int c0 = 0; c0 < nd; c0++) {
+    if (seen[c0]) continue;
+    int cyc[MAXD], len = 0;
+    for (int m = c0; !seen[m]; m = sigma[m]) seen[m] = 1, cyc[len++] = m;
+    for (int step = len - 1; step >= 1; step--) {
+      memcpy(pass.s, g->d, (size_t)nd * sizeof(int64_t));
+      pass.s[cyc[0]] = g->d[cyc[step]];
+      pass.s[cyc[step]] = g->d[cyc[0]];
+      swap_pairs(&pass);
+    }
+  }
+  return 1;
+}
+
 /* ------------------------------------------------------------- copying */
 
 /* Copy (and cast) a normalised geometry. 0 done, 1 a cast left it to NumPy,
@@ -829,6 +978,12 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
       }
     }
     free(scratch);
+    if (cast == NULL && g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
+      copy_geom u;
+      if (geom_init_merging(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
+                            g->disz, g->sisz, 0) == 0 && permute_in_place(&u))
+        return 0;
+    }
     /* no safe order: src whole into a temporary, then from there */
     int64_t tbytes;
     if (mul_ovf(numel, g->sisz, &tbytes)) return -1;
@@ -836,6 +991,7 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
     if (tmp == NULL) return -1;
     BUMP(STAT_COPY_TEMPORARIES);
     copy_geom in = *g, out = *g;
+    in.raw_shape = out.raw_shape = NULL;
     in.dst = tmp;
     in.disz = g->sisz;
     int64_t acc = g->sisz;

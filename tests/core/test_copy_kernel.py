@@ -232,18 +232,27 @@ def _stats() -> dict[str, int]:
 
 
 @pytest.mark.parametrize(
-    ("make", "want_temp"),
+    ("make", "want_temp", "want_permuted"),
     [
-        (lambda t: (t[1:], t[:-1]), False),  # shift up: copied backwards
-        (lambda t: (t[:-1], t[1:]), False),  # shift down: forwards
-        (lambda t: (t, t.flip(0)), True),  # in-place reversal: no safe order
-        (lambda t: (t.view(200, 200), t.view(200, 200).t()), True),  # in-place transpose
-        (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False),  # a row to all
-        (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False),  # shift along rows
-        (lambda t: (t, t), False),  # onto itself
+        (lambda t: (t[1:], t[:-1]), False, False),  # shift up: copied backwards
+        (lambda t: (t[:-1], t[1:]), False, False),  # shift down: forwards
+        (lambda t: (t, t.flip(0)), False, True),  # in-place reversal: pairs swapped
+        (lambda t: (t.view(200, 200), t.view(200, 200).t()), False, True),  # in-place transpose
+        (lambda t: (t.view(200, 200), t.view(200, 200).t().flip(0)), False, True),  # rot90: cycles of 4
+        (lambda t: (t.view(200, 200)[:50, :50], t.view(200, 200)[:50, :50].t()), False, True),  # a gapped block
+        (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)),
+         False, True),  # fmt: skip
+        (lambda t: (t.view(200, 200)[1:, 1:], t.view(200, 200)[:-1, :-1].t()), True, False),  # shifted transpose
+        (lambda t: (t[:27000].view(30, 30, 30), t[:27000].view(30, 30, 30).permute(1, 2, 0)), False, True),
+        (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False, False),  # a row to all
+        (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False, False),  # shift along rows
+        (lambda t: (t, t), False, False),  # onto itself
     ],
 )
-def test_overlapping_copies(make: Any, want_temp: bool) -> None:
+def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> None:
+    """Overlapping copies match NumPy's (which copies src first). A whole
+    temporary is made only for overlaps that are neither a safe order nor a
+    permutation of dst's own elements (a shifted transpose)."""
     t = bridge.arange(40000, dtype=bridge.float64)
     a = t.numpy()
     dst, src = make(t)
@@ -255,6 +264,36 @@ def test_overlapping_copies(make: Any, want_temp: bool) -> None:
     after = _stats()
     assert np.array_equal(a, want)
     assert (after["copy_temporaries"] > before["copy_temporaries"]) == want_temp
+    assert (after["copy_permuted"] > before["copy_permuted"]) == want_permuted
+
+
+@settings(SETTINGS, max_examples=150)
+@given(
+    side=st.integers(1, 9),
+    ndim=st.integers(1, 4),
+    perm_seed=st.permutations(range(4)),
+    flips=st.lists(st.booleans(), min_size=4, max_size=4),
+    dtype=st.sampled_from(["uint8", "int16", "float32", "float64", "complex128"]),
+)
+def test_in_place_permutations_match_numpy(side: int, ndim: int, perm_seed: list[int], flips: list[bool],
+                                           dtype: str) -> None:  # fmt: skip
+    """x.copy_(x.permute(p).flip(...)) for equal dims: NumPy's answer, and no
+    temporary of the whole tensor."""
+    perm = [d for d in perm_seed if d < ndim]
+    t = bridge.arange(side**ndim, dtype=getattr(bridge, dtype)).reshape(*([side] * ndim))
+    want = t.numpy().transpose(perm).copy()
+    for d, f in enumerate(flips[:ndim]):
+        if f:
+            want = np.flip(want, d)
+    src = t.permute(*perm)
+    dims = [d for d, f in enumerate(flips[:ndim]) if f]
+    if dims:
+        src = src.flip(*dims)
+    before = _stats()
+    t.copy_(src)
+    after = _stats()
+    np.testing.assert_array_equal(t.numpy(), want)
+    assert after["copy_temporaries"] == before["copy_temporaries"]
 
 
 def test_large_copies_split_between_threads_and_small_ones_never() -> None:
