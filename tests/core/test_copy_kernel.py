@@ -240,15 +240,14 @@ def _stats() -> dict[str, int]:
         (lambda t: (t.view(200, 200), t.view(200, 200).t()), False, True),  # in-place transpose
         (lambda t: (t.view(200, 200), t.view(200, 200).t().flip(0)), False, True),  # rot90: cycles of 4
         (lambda t: (t.view(200, 200)[:50, :50], t.view(200, 200)[:50, :50].t()), False, True),  # a gapped block
-        (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)),
-         False, True),  # fmt: skip
+        (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)), False, True),
         (lambda t: (t.view(200, 200)[1:, 1:], t.view(200, 200)[:-1, :-1].t()), True, False),  # shifted transpose
         (lambda t: (t[:27000].view(30, 30, 30), t[:27000].view(30, 30, 30).permute(1, 2, 0)), False, True),
         (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False, False),  # a row to all
         (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False, False),  # shift along rows
         (lambda t: (t, t), False, False),  # onto itself
     ],
-)
+)  # fmt: skip
 def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> None:
     """Overlapping copies match NumPy's (which copies src first). A whole
     temporary is made only for overlaps that are neither a safe order nor a
