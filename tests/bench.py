@@ -401,6 +401,38 @@ def convert_rows() -> list[Row]:
     return rows
 
 
+def convert_pair_rows() -> list[Row]:
+    """``bridge.convert(x, dest)`` beside the destination's own import of the
+    same ``x`` (its ``from_dlpack``; ``bridge.from_dlpack`` for bridge), for
+    every source and destination that exchange zero-copy with no fix: the
+    own import in the torch column, target at most 1.0x it (issue 21: never
+    slower than ``to.from_dlpack(obj)``)."""
+    if torch is None:
+        return []
+    a, b, tt, tv = _kib_operands()
+    srcs: dict[str, Any] = {"bridge": b, "ndarray": a, "torch": tt}
+    own: dict[str, tuple[Any, Callable[[Any], Any]]] = {"bridge": (bridge, bridge.from_dlpack),
+                                                         "numpy": (np, np.from_dlpack),
+                                                         "torch": (torch, torch.from_dlpack)}  # fmt: skip
+    if tvm_ffi is not None:
+        srcs["tvm_ffi"] = tv
+        own["tvm_ffi"] = (tvm_ffi, tvm_ffi.from_dlpack)
+    try:
+        import paddle
+    except ImportError:  # paddle is optional
+        paddle = None
+    if paddle is not None:
+        srcs["paddle"] = paddle.to_tensor(a)
+        own["paddle"] = (paddle, paddle.from_dlpack)
+    rows = []
+    for sname, x in srcs.items():
+        for dname, (mod, imp) in own.items():
+            rows.append(Row(f"convert({sname}, {dname}) | {dname}'s own import",
+                            lambda x=x, mod=mod: bridge.convert(x, mod), None, lambda x=x, imp=imp: imp(x),
+                            target=1.0, target_vs="torch"))  # fmt: skip
+    return rows
+
+
 IMPORT_STATEMENTS = {"bridge": "import bridge", "numpy": "import numpy", "torch": "import torch"}
 
 
@@ -485,6 +517,7 @@ GROUPS: list[Callable[[], list[Row]]] = [
     array_interface_rows,
     arrow_rows,
     convert_rows,
+    convert_pair_rows,
 ]
 
 

@@ -335,7 +335,7 @@ def _register(to: object, h: Holds) -> None:
             return
         except ValueError:  # an API without managed_tensor_to_py_object_no_sync
             pass
-    _C.convert_register(to, np.from_dlpack if h.name == "numpy" else taker(h), spec)
+    _C.convert_register(to, np.ndarray if h.name == "numpy" else taker(h), spec)
 
 
 #: ``bridge.convert`` itself: C (``cdefs/crossing/convert.c``), its contract in

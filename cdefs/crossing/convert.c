@@ -20,14 +20,14 @@
 
 #include <stdlib.h>
 
-enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL };
+enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY };
 enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
 #define MAX_DTYPES 64
 
 /* One destination, as the general path's record says it holds memory
  * without a fix (bridge.crossing.convert builds it from Holds). */
 typedef struct {
-  int take;                 /* TAKE_*: bridge itself, an exchange API, a Python import */
+  int take;                 /* TAKE_*: bridge itself, an exchange API, a Python import, NumPy's C API */
   DLPackExchangeAPI *api;   /* TAKE_API: the destination's table (kept by `keep`) */
   PyObject *keep;           /* TAKE_API: the API capsule; TAKE_CALL: the import, called with a bridge tensor */
   int strides;              /* STRIDES_* */
@@ -112,8 +112,7 @@ static void view_of_tensor(TensorObject *t, view *v) {
   v->readonly = st->readonly;
 }
 
-static void view_of_managed(DLManagedTensorVersioned *m, view *v) {
-  DLTensor *dl = &m->dl_tensor;
+static void view_of_dl(const DLTensor *dl, uint64_t flags, view *v) {
   v->data = (const char *)dl->data + dl->byte_offset;
   v->byte_offset = (int64_t)dl->byte_offset;
   v->device = dl->device;
@@ -121,71 +120,15 @@ static void view_of_managed(DLManagedTensorVersioned *m, view *v) {
   v->ndim = dl->ndim;
   v->shape = dl->shape;
   v->strides = dl->strides;
-  v->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-  if (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) v->dtype.lanes = 0; /* the general path's */
+  v->readonly = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) v->dtype.lanes = 0; /* the general path's */
 }
 
-/* ------------------------------------------------------------ ndarrays */
-
-/* NumPy's array and descriptor structs, as far as read here: the array
- * fields are NumPy's public ABI (numpy/ndarraytypes.h, PyArrayObject_fields,
- * unchanged in 2.x), and type_num sits at the same place in the 1.x and 2.x
- * descriptors (what follows it moved in 2.0 and is not read). */
-typedef struct {
-  PyObject_HEAD
-  char *data;
-  int nd;
-  Py_ssize_t *dimensions;
-  Py_ssize_t *strides;
-  PyObject *base;
-  PyObject *descr;
-  int flags;
-} np_array;
-typedef struct {
-  PyObject_HEAD
-  PyTypeObject *typeobj;
-  char kind, type, byteorder, former_flags;
-  int type_num;
-} np_descr;
-#define NPY_WRITEABLE 0x0400
-
-/* NumPy's built-in type numbers -> DLPack (code, bits); bits 0: not here. */
-static DLDataType np_dtype(int type_num) {
-  static const struct { uint8_t code, bits; } table[] = {
-      [0] = {kDLBool, 8},
-      [1] = {kDLInt, 8},   [2] = {kDLUInt, 8},   [3] = {kDLInt, 16},  [4] = {kDLUInt, 16},
-      [5] = {kDLInt, 8 * sizeof(int)},            [6] = {kDLUInt, 8 * sizeof(int)},
-      [7] = {kDLInt, 8 * sizeof(long)},           [8] = {kDLUInt, 8 * sizeof(long)},
-      [9] = {kDLInt, 64},  [10] = {kDLUInt, 64},  [11] = {kDLFloat, 32}, [12] = {kDLFloat, 64},
-      [14] = {kDLComplex, 64}, [15] = {kDLComplex, 128}, [23] = {kDLFloat, 16},
-  };
-  DLDataType t = {0, 0, 1};
-  if (type_num >= 0 && type_num < (int)(sizeof table / sizeof table[0])) {
-    t.code = table[type_num].code;
-    t.bits = table[type_num].bits;
-  }
-  return t;
-}
-
-/* An ndarray (exactly numpy.ndarray) as a managed tensor holding it: 1 with
- * *out; 0 when the general path must import it (another dtype or byte
- * order, strides that are not whole elements, no elements); -1 error. */
-static int managed_of_ndarray(PyObject *x, DLManagedTensorVersioned **out) {
-  np_array *a = (np_array *)x;
-  np_descr *descr = (np_descr *)a->descr;
-  DLDataType dt = np_dtype(descr->type_num);
-  if (dt.bits == 0 || (descr->byteorder != '=' && descr->byteorder != '|')) return 0;
-  if (a->nd < 0 || a->nd > BRIDGE_MAX_NDIM) return 0;
-  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], isz = dt.bits / 8;
-  for (int k = 0; k < a->nd; k++) {
-    shape[k] = a->dimensions[k];
-    if (shape[k] <= 0 || a->strides[k] % isz) return 0;
-    strides[k] = a->strides[k] / isz;
-  }
-  DLDevice host = {kDLCPU, 0};
-  uint64_t flags = a->flags & NPY_WRITEABLE ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
-  *out = bridge_dlpack_build_owned(x, a->data, host, dt, a->nd, shape, strides, flags);
-  return *out ? 1 : -1;
+/* An ndarray over a bridge tensor's memory, holding its storage's owner. */
+static PyObject *ndarray_of(TensorObject *t) {
+  DLDataType dt = {t->dtype->code, t->dtype->bits, t->dtype->lanes};
+  return bridge_numpy_array_over(bridge_storage_owner(t->storage), bridge_tensor_data(t), dt, t->ndim, t->shape,
+                                 t->strides, t->storage->readonly);
 }
 
 /* ------------------------------------------------------------ the call */
@@ -218,37 +161,64 @@ static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m)
   }
   PyObject *t = bridge_dlpack_take_exchanged(m);
   if (t == NULL || d->take == TAKE_BRIDGE) return t;
-  PyObject *out = PyObject_CallOneArg(d->keep, t);
+  PyObject *out = d->take == TAKE_NUMPY ? ndarray_of((TensorObject *)t) : PyObject_CallOneArg(d->keep, t);
   Py_DECREF(t);
   return out;
 }
 
+/* A bridge tensor (the source, or what the source was imported as) into
+ * one registered destination; `obj` is what the general path is handed. */
+static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj, PyObject *const *args,
+                           Py_ssize_t nargsf, PyObject *kwnames) {
+  view v;
+  if (d->take == TAKE_BRIDGE) return Py_NewRef((PyObject *)t);
+  view_of_tensor(t, &v);
+  if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
+  if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, (PyObject *)t);
+  if (d->take == TAKE_NUMPY) return ndarray_of(t);
+  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, 0, 1);
+  return m ? take_managed(d, m) : NULL;
+}
+
+static PyObject *str_dlpack_method;
+
 /* The fast path into one registered destination. */
 static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *obj = args[0];
-  view v;
-  if (Tensor_Check(obj)) {
-    if (d->take == TAKE_BRIDGE) return Py_NewRef(obj);
-    TensorObject *t = (TensorObject *)obj;
-    view_of_tensor(t, &v);
-    if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
-    if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, obj);
-    DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, 0, 1);
-    return m ? take_managed(d, m) : NULL;
-  }
+  if (Tensor_Check(obj)) return tensor_to(d, (TensorObject *)obj, obj, args, nargsf, kwnames);
   PyTypeObject *tp = Py_TYPE(obj);
   DLManagedTensorVersioned *m = NULL;
   int got = 0;
-  PyObject *ndarray = bridge_upcall_peek(UP_NDARRAY);
-  if (tp == (PyTypeObject *)ndarray) {
-    got = managed_of_ndarray(obj, &m);
-  } else if (tp != &PyCapsule_Type) {
+  view v;
+  if (tp == (PyTypeObject *)bridge_upcall_peek(UP_NDARRAY)) {
+    DLTensor dl;
+    int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+    int readonly;
+    if (!bridge_numpy_describe(obj, &dl, shape, strides, &readonly)) return general(obj, args, nargsf, kwnames);
+    view_of_dl(&dl, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, &v);
+    if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
+    if (d->take == TAKE_NUMPY) return bridge_numpy_array_over(obj, dl.data, dl.dtype, dl.ndim, shape, strides, readonly);
+    m = bridge_dlpack_build_owned(obj, dl.data, dl.device, dl.dtype, dl.ndim, shape, strides,
+                                  readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+    return m ? take_managed(d, m) : NULL;
+  }
+  if (tp != &PyCapsule_Type) {
     PyObject *api = bridge_exchange_api_of(tp);
     if (api == NULL) return NULL;
-    if (api != Py_None) got = bridge_exchange_managed(api, obj, &m);
+    if (api != Py_None) {
+      got = bridge_exchange_managed(api, obj, &m);
+    } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
+      /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */
+      PyObject *t = bridge_dlpack_ask(obj, 0);
+      if (t == NULL) return NULL;
+      PyObject *out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
+      Py_DECREF(t);
+      return out;
+    }
   }
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
-  view_of_managed(m, &v);
+  if (d->take == TAKE_BRIDGE) return take_managed(d, m); /* bridge holds whatever it imports: no fix */
+  view_of_dl(&m->dl_tensor, m->flags, &v);
   if (holds(d, &v)) return take_managed(d, m);
   PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: the general path fixes it */
   if (t == NULL) return NULL;
@@ -333,6 +303,8 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   }
   if (take == Py_None) {
     d->take = TAKE_BRIDGE;
+  } else if (take == bridge_upcall_peek(UP_NDARRAY)) {
+    d->take = TAKE_NUMPY;
   } else if (PyCapsule_IsValid(take, BRIDGE_NAME_API)) {
     DLPackExchangeAPIHeader *h = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(take, BRIDGE_NAME_API);
     d->api = bridge_exchange_api_known(h);
@@ -404,8 +376,8 @@ static PyMethodDef crossing_functions[] = {
      "convert_register(to, take, spec, /)\n--\n\n"
      "Register destination `to` (a module, name or type, as convert() takes it) for the fast path\n"
      "(private: bridge.crossing.convert does it from the capability table). take: None (bridge\n"
-     "itself), the destination's __dlpack_c_exchange_api__ capsule, or a callable importing a\n"
-     "bridge tensor. spec: a dict of what it holds as it is: strides (0 any, 1 compact, 2\n"
+     "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
+     "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict of what it holds as it is: strides (0 any, 1 compact, 2\n"
      "contiguous), negative, zero, byte_offset, zero_d, max_ndim (-1: any), readonly, alignment,\n"
      "dtypes (a tuple of (code, bits, lanes)). ValueError/TypeError for a malformed spec."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
@@ -417,6 +389,7 @@ static PyMethodDef crossing_functions[] = {
 
 int bridge_crossing_init(PyObject *mod) {
   if (!(registry = PyDict_New()) || !(str_copy_kw = PyUnicode_InternFromString("copy")) ||
+      !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
     return -1;

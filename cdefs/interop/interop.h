@@ -36,6 +36,18 @@ int bridge_cuda_copy(TensorObject *dst, TensorObject *src, PyObject *exc);
  * view's byte span in one call, strides kept; BufferError). */
 PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
 
+/* An ndarray (exactly numpy.ndarray, read from its struct) as a DLTensor:
+ * 1 with *out, its shape and strides (in elements) in the arrays given
+ * (BRIDGE_MAX_NDIM long) and *readonly; 0 when it is not one of NumPy's
+ * built-in types in native byte order with strides of whole elements and
+ * no empty dim (the general importers take those). No exception either way. */
+int bridge_numpy_describe(PyObject *x, DLTensor *out, int64_t *shape, int64_t *strides, int *readonly);
+/* A new ndarray over host memory (strides in elements) whose base is
+ * `owner`, through NumPy's C API: the zero-copy way into NumPy without a
+ * capsule. BufferError for a dtype NumPy has no built-in type for. */
+PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, int ndim, const int64_t *shape,
+                                  const int64_t *strides, int readonly);
+
 /* Methods and slots the protocol files add to TensorBase (module.c hands
  * them to bridge_tensor_prepare_type). */
 extern PyMethodDef bridge_dlpack_methods[], bridge_numpy_methods[], bridge_arrow_methods[];

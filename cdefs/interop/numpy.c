@@ -223,6 +223,144 @@ PyGetSetDef bridge_numpy_getset[] = {
 
 PyMethodDef bridge_numpy_methods[] = {{NULL, NULL, 0, NULL}};
 
+/* ------------------------------------------------ ndarrays read in C */
+
+/* NumPy's array and descriptor structs, as far as read here: the array
+ * fields are NumPy's public ABI (numpy/ndarraytypes.h, PyArrayObject_fields,
+ * unchanged in 2.x), and type_num sits at the same place in the 1.x and 2.x
+ * descriptors (what follows it moved in 2.0 and is not read). */
+typedef struct {
+  PyObject_HEAD
+  char *data;
+  int nd;
+  Py_ssize_t *dimensions;
+  Py_ssize_t *strides;
+  PyObject *base;
+  PyObject *descr;
+  int flags;
+} np_array;
+typedef struct {
+  PyObject_HEAD
+  PyTypeObject *typeobj;
+  char kind, type, byteorder, former_flags;
+  int type_num;
+} np_descr;
+#define NPY_WRITEABLE 0x0400
+
+/* NumPy's built-in type numbers <-> DLPack (code, bits): the one table. */
+static const struct {
+  int type_num;
+  uint8_t code, bits;
+} np_types[] = {
+    {0, kDLBool, 8},
+    {1, kDLInt, 8},
+    {2, kDLUInt, 8},
+    {3, kDLInt, 16},
+    {4, kDLUInt, 16},
+    {5, kDLInt, 8 * sizeof(int)},
+    {6, kDLUInt, 8 * sizeof(int)},
+    {7, kDLInt, 8 * sizeof(long)}, /* NumPy's int64 on LP64 (the first match wins below) */
+    {8, kDLUInt, 8 * sizeof(long)},
+    {9, kDLInt, 64},
+    {10, kDLUInt, 64},
+    {23, kDLFloat, 16},
+    {11, kDLFloat, 32},
+    {12, kDLFloat, 64},
+    {14, kDLComplex, 64},
+    {15, kDLComplex, 128},
+};
+#define NP_TYPES ((int)(sizeof np_types / sizeof np_types[0]))
+
+int bridge_numpy_describe(PyObject *x, DLTensor *out, int64_t *shape, int64_t *strides, int *readonly) {
+  np_array *a = (np_array *)x;
+  np_descr *descr = (np_descr *)a->descr;
+  int i = 0;
+  while (i < NP_TYPES && np_types[i].type_num != descr->type_num) i++;
+  if (i == NP_TYPES || (descr->byteorder != '=' && descr->byteorder != '|')) return 0;
+  if (a->nd < 0 || a->nd > BRIDGE_MAX_NDIM) return 0;
+  int64_t isz = np_types[i].bits / 8;
+  for (int k = 0; k < a->nd; k++) {
+    shape[k] = a->dimensions[k];
+    if (shape[k] <= 0 || a->strides[k] % isz) return 0;
+    strides[k] = a->strides[k] / isz;
+  }
+  out->data = a->data;
+  out->device.device_type = kDLCPU;
+  out->device.device_id = 0;
+  out->ndim = a->nd;
+  out->dtype.code = np_types[i].code;
+  out->dtype.bits = np_types[i].bits;
+  out->dtype.lanes = 1;
+  out->shape = shape;
+  out->strides = strides;
+  out->byte_offset = 0;
+  *readonly = !(a->flags & NPY_WRITEABLE);
+  return 1;
+}
+
+/* NumPy's C API table (numpy/__multiarray_api.h: the slots below have kept
+ * their numbers since NumPy 1.7), read from its _ARRAY_API capsule at first
+ * use; the capsule is kept. */
+static void **np_api;
+static PyObject *np_api_capsule;
+
+static int numpy_capi(void) {
+  if (np_api != NULL) return 0;
+  PyObject *m = PyImport_ImportModule("numpy._core._multiarray_umath");
+  if (m == NULL && PyErr_ExceptionMatches(PyExc_ImportError)) { /* NumPy 1.x */
+    PyErr_Clear();
+    m = PyImport_ImportModule("numpy.core._multiarray_umath");
+  }
+  if (m == NULL) return -1;
+  PyObject *c = PyObject_GetAttrString(m, "_ARRAY_API");
+  Py_DECREF(m);
+  if (c == NULL) return -1;
+  void **api = PyCapsule_CheckExact(c) ? (void **)PyCapsule_GetPointer(c, NULL) : NULL;
+  if (api == NULL) {
+    Py_DECREF(c);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "numpy's _ARRAY_API is not a C API table");
+    return -1;
+  }
+  np_api_capsule = c;
+  np_api = api;
+  return 0;
+}
+
+PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, int ndim, const int64_t *shape,
+                                  const int64_t *strides, int readonly) {
+  if (numpy_capi() < 0) return NULL;
+  int i = 0;
+  while (i < NP_TYPES && !(np_types[i].code == dt.code && np_types[i].bits == dt.bits && dt.lanes == 1)) i++;
+  if (i == NP_TYPES) {
+    PyErr_Format(PyExc_BufferError, "NumPy has no built-in type for DLPack (%d, %d, %d)", dt.code, dt.bits,
+                 dt.lanes);
+    return NULL;
+  }
+  Py_ssize_t dims[BRIDGE_MAX_NDIM], bstrides[BRIDGE_MAX_NDIM];
+  for (int k = 0; k < ndim; k++) {
+    dims[k] = (Py_ssize_t)shape[k];
+    if (__builtin_mul_overflow(strides[k], (int64_t)(dt.bits / 8), &bstrides[k])) {
+      PyErr_SetString(PyExc_BufferError, "a byte stride overflows");
+      return NULL;
+    }
+  }
+  PyTypeObject *array_type = (PyTypeObject *)np_api[2];
+  PyObject *(*descr_from_type)(int) = (PyObject * (*)(int)) np_api[45];
+  PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *, const Py_ssize_t *, void *, int,
+                              PyObject *) = (PyObject * (*)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
+                                                            const Py_ssize_t *, void *, int, PyObject *)) np_api[94];
+  int (*set_base)(PyObject *, PyObject *) = (int (*)(PyObject *, PyObject *))np_api[282];
+  PyObject *descr = descr_from_type(np_types[i].type_num);
+  if (descr == NULL) return NULL;
+  PyObject *arr = new_from_descr(array_type, descr, ndim, dims, bstrides, data, readonly ? 0 : NPY_WRITEABLE, NULL);
+  if (arr == NULL) return NULL;
+  if (set_base(arr, Py_NewRef(owner)) < 0) { /* (steals the reference, also on failure) */
+    Py_DECREF(arr);
+    return NULL;
+  }
+  return arr;
+}
+
 /* ------------------------------------------------------------ from_numpy */
 
 static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {

@@ -31,6 +31,10 @@ try:
     import paddle
 except ImportError:  # optional peer
     paddle = None
+try:
+    import tvm_ffi
+except ImportError:  # optional peer
+    tvm_ffi = None
 
 DESTS = [d for d in installed() if d != "jax"]  # (jax: its own tests; it needs x64 settings)
 
@@ -83,6 +87,8 @@ def sources(case: str) -> Iterator[tuple[str, object, np.ndarray[Any, Any]]]:
     yield "torch", t, a
     if paddle is not None and case in ("contiguous", "int64", "0-d", "3-d", "float16", "bool"):
         yield "paddle", paddle.to_tensor(a), a
+    if tvm_ffi is not None and case in ("contiguous", "transposed", "offset", "0-d", "int8", "float16"):
+        yield "tvm_ffi", tvm_ffi.from_dlpack(np.ascontiguousarray(a) if case == "transposed" else a), a
 
 
 def address(x: object) -> int | None:
@@ -199,7 +205,13 @@ def test_cases_with_a_fix_go_to_the_general_path_imported_once() -> None:
     with spy() as calls, pytest.warns(bridge.CopyWarning):
         out = bridge.convert(a[::-1], torch)
     assert np.array_equal(out.numpy(), a[::-1])
-    assert len(calls) == 1 and isinstance(calls[0], bridge.Tensor)  # read once, in C
+    assert len(calls) == 1 and calls[0] is not a  # an ndarray goes as it is: NumPy exports it there
+    bf = torch.arange(6, dtype=torch.bfloat16)
+    bridge.convert(bf, np)
+    with spy() as calls:
+        view = bridge.convert(bf, np)  # a dtype view through ml_dtypes: the general path's fix
+    assert view.dtype.name == "bfloat16" and view.__array_interface__["data"][0] == bf.data_ptr()
+    assert len(calls) == 1 and isinstance(calls[0], bridge.Tensor)  # read once, in C, through torch's API
     t = torch.from_numpy(a).t()
     with spy() as calls:
         out2 = bridge.convert(t, "numpy")
