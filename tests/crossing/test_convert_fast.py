@@ -152,8 +152,11 @@ def outcome(fn: Callable[[], object], src: object) -> dict[str, Any]:
             return {"error": type(err), "message": str(err)}
     kinds = [(w.category, getattr(w.message, "kind", None)) for w in caught]
     src_addr, out_addr = address(src), address(out)
+    writable = out.flags.writeable if isinstance(out, np.ndarray) else (
+        not out.is_readonly if isinstance(out, bridge.Tensor) else None)
     return {"type": type(out), "shares": None if out_addr is None or src_addr is None else out_addr == src_addr,
-            "warnings": kinds, "result": out}  # fmt: skip
+            "warnings": kinds, "result": out, "writable": writable,
+            "dtype": str(getattr(out, "dtype", None))}  # fmt: skip
 
 
 @pytest.mark.parametrize("dest", DESTS)
@@ -173,6 +176,8 @@ def test_the_fast_path_gives_what_the_general_path_gives(case: str, dest: str) -
         assert fast["type"] is general["type"], where
         assert fast["shares"] == general["shares"], where
         assert fast["warnings"] == general["warnings"], where
+        assert fast["writable"] == general["writable"], where
+        assert fast["dtype"] == general["dtype"], where
         got, want = values(fast["result"]), values(general["result"])
         assert got.shape == want.shape and np.array_equal(got, want), where
         if dest in ("numpy", "bridge", "torch", "paddle") and expect.dtype != bool:
@@ -309,3 +314,23 @@ def test_converts_from_threads_agree() -> None:
     for th in threads:
         th.join()
     assert not errors, errors
+
+
+def test_an_ndarray_made_in_c_keeps_the_memory_alive() -> None:
+    """convert(x, numpy) builds the array through NumPy's C API: its base keeps
+    the bridge storage (or the source ndarray) alive, read-only stays read-only."""
+    t = bridge.arange(1000, dtype=bridge.float64)
+    bridge.convert(t, np)
+    arr = bridge.convert(t, np)
+    assert arr.base is not None and arr.flags.writeable
+    del t
+    gc.collect()
+    assert arr.sum() == sum(range(1000))
+    ro = np.arange(10.0)
+    ro.flags.writeable = False
+    out = bridge.convert(ro, np)
+    assert not out.flags.writeable and out.base is ro and np.shares_memory(out, ro)
+    rt = bridge.convert(bridge.from_numpy(ro), np)
+    assert not rt.flags.writeable and np.shares_memory(rt, ro)
+    with pytest.raises(ValueError):
+        rt[0] = 1.0
