@@ -377,9 +377,10 @@ static PyMethodDef crossing_functions[] = {
      "Register destination `to` (a module, name or type, as convert() takes it) for the fast path\n"
      "(private: bridge.crossing.convert does it from the capability table). take: None (bridge\n"
      "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
-     "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict of what it holds as it is: strides (0 any, 1 compact, 2\n"
-     "contiguous), negative, zero, byte_offset, zero_d, max_ndim (-1: any), readonly, alignment,\n"
-     "dtypes (a tuple of (code, bits, lanes)). ValueError/TypeError for a malformed spec."},
+     "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict\n"
+     "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
+     "byte_offset, zero_d, max_ndim (-1: any), readonly, alignment, dtypes (a tuple of (code,\n"
+     "bits, lanes)). ValueError/TypeError for a malformed spec."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
      "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
     {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
