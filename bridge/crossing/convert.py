@@ -46,15 +46,16 @@ class _Convert(Protocol):
 #: (strides it cannot hold: negative, zero, not compact, not row-major),
 #: ``"alignment"`` (its first element is not aligned as it requires),
 #: ``"read-only"`` (read-only memory into a destination that writes),
-#: ``"destination"`` (the destination copies every import). Views:
+#: ``"destination"`` (the destination copies every import), ``"unpack"`` (Arrow's
+#: bit-packed bools, one byte per value in bridge's copy). Views:
 #: ``"dtype-view"`` (the dtype seen as ml_dtypes' type of the same bytes),
 #: ``"offset"`` (the view's offset folded into the data pointer for a
 #: destination that ignores ``byte_offset``), ``"alias"`` (read-only memory
 #: handed as a legacy capsule to a destination that never writes), and
 #: ``"read-only-share"`` (``readonly="share"``: shared with a destination
 #: that may write it).
-FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "dtype-view", "offset",
-                  "alias", "read-only-share"]  # fmt: skip
+FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "dtype-view",
+                  "offset", "alias", "read-only-share"]  # fmt: skip
 #: ``convert(readonly=...)``: what read-only memory becomes in a destination
 #: that writes its tensors.
 ReadOnlyPolicy = Literal["copy", "error", "share"]
@@ -104,6 +105,33 @@ class Plan:
 
 
 # ------------------------------------------------------------------ import
+
+
+_UNPACK = Fix("unpack", "Arrow bools are bit-packed and a bool tensor holds one byte per value: bridge unpacks "
+              "them into new memory", True)  # fmt: skip
+
+
+_ARROW_METHODS = ("__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")
+
+
+def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
+    """:func:`_import`, and the fix made while importing: Arrow's bit-packed
+    bools (which DLPack and a zero-copy Arrow import refuse) unpacked into a
+    copy, one byte per value."""
+    if type(obj).__module__.startswith("pyarrow") and str(getattr(obj, "type", "")) == "bool":
+        # (its __dlpack__ refuses bools with a TypeError, which reads as "no max_version")
+        return from_arrow(obj, copy=True), (_UNPACK,)
+    try:
+        return _import(obj), ()
+    except (TypeError, ValueError, BufferError):
+        if not any(hasattr(obj, m) for m in _ARROW_METHODS):
+            raise
+        try:
+            return from_arrow(obj, copy=False), ()  # its DLPack export refused what Arrow shares
+        except ValueError as why:
+            if "bit-packed" not in str(why):
+                raise
+        return from_arrow(obj, copy=True), (_UNPACK,)
 
 
 def _import(obj: object) -> Tensor:
@@ -248,7 +276,9 @@ def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnl
     the copy instead)."""
     _check_policy(copy, readonly)
     h = resolve(to)
-    return _plan(_import(obj), h, copy, readonly)
+    t, made = _import_fixed(obj)
+    p = _plan(t, h, copy, readonly)
+    return Plan(p.destination, made + p.fixes) if made else p
 
 
 # ------------------------------------------------------------------ making
@@ -290,8 +320,10 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     h = resolve(to)
     if not _C.convert_registered(to):
         _register(to, h)
-    t = _import(obj)
+    t, made = _import_fixed(obj)
     p = _plan(t, h, copy, readonly)
+    if made:
+        p = Plan(p.destination, made + p.fixes)
     if not p.fixes:
         return take(h, t)
     ours = [f for f in p.fixes if f.kind in _BRIDGE_COPIES]

@@ -53,8 +53,9 @@ VERDICTS = ("zero-copy", "copy", "empty", "unverified", "refused", "violation", 
 #: :func:`copy_reasons` tells it from the consumer's record in the destination
 #: table or its other cells; for ``bridge-convert``, the kind of
 #: :class:`bridge.CopyWarning` (``destination``: the library copies every
-#: import; ``device``: the memory was on a device it does not hold).
-COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout", "destination", "device")
+#: import; ``device``: the memory was on a device it does not hold; ``unpack``:
+#: Arrow's bit-packed bools unpacked to a byte each).
+COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout", "destination", "device", "unpack")
 #: The alignment, in bytes, a source's first element is checked for: the
 #: largest the destination table asks for (jax and tensorflow copy or refuse
 #: memory not aligned so).

@@ -180,7 +180,7 @@ static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj,
   return m ? take_managed(d, m) : NULL;
 }
 
-static PyObject *str_dlpack_method;
+static PyObject *str_dlpack_method, *str_arrow_array;
 
 /* The fast path into one registered destination. */
 static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
@@ -207,10 +207,15 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     if (api == NULL) return NULL;
     if (api != Py_None) {
       got = bridge_exchange_managed(api, obj, &m);
-    } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
+    } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL && _PyType_Lookup(tp, str_arrow_array) == NULL) {
+      /* (Arrow arrays go to the general path: pyarrow's __dlpack__ refuses
+       * its bit-packed bools, which the general path unpacks) */
       /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */
       PyObject *t = bridge_dlpack_ask(obj, 0);
-      if (t == NULL) return NULL;
+      if (t == NULL) { /* the general path explains it, or imports it another way (Arrow's bools) */
+        PyErr_Clear();
+        return general(obj, args, nargsf, kwnames);
+      }
       PyObject *out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
       Py_DECREF(t);
       return out;
@@ -391,6 +396,7 @@ static PyMethodDef crossing_functions[] = {
 int bridge_crossing_init(PyObject *mod) {
   if (!(registry = PyDict_New()) || !(str_copy_kw = PyUnicode_InternFromString("copy")) ||
       !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
+      !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
     return -1;

@@ -371,3 +371,26 @@ def test_rows_of_no_elements() -> None:
     with pytest.raises(BufferError, match="polars cannot hold rows of no elements"):
         bridge.convert(t, "polars")
     assert len(bridge.convert(bridge.zeros(0, 3), "polars")) == 0  # no rows: fine
+
+
+@pytest.mark.parametrize("make", ["pa-array", "pa-chunked", "polars"])
+def test_arrow_bools_are_unpacked_in_one_named_copy(make: str) -> None:
+    """Arrow's bools are bits: neither DLPack nor a zero-copy Arrow import takes
+    them, so convert unpacks them (one copy, a CopyWarning of kind "unpack";
+    copy=False refuses, naming it)."""
+    pa = pytest.importorskip("pyarrow")
+    if make == "polars":
+        pl = pytest.importorskip("polars")
+        x: object = pl.Series([True, False, True])
+    else:
+        x = pa.array([True, False, True]) if make == "pa-array" else pa.chunked_array([[True], [False, True]])
+    assert [f.kind for f in plan(x, "numpy").fixes] == ["unpack"]
+    with pytest.warns(bridge.CopyWarning) as caught:
+        out = bridge.convert(x, "numpy")
+    assert caught[0].message.kind == "unpack"  # type: ignore[union-attr]
+    assert out.dtype == bool and out.tolist() == [True, False, True] and out.flags.writeable
+    with pytest.raises(BufferError, match="bit-packed"):
+        bridge.convert(x, "numpy", copy=False)
+    torch = pytest.importorskip("torch")
+    with pytest.warns(bridge.CopyWarning):
+        assert bridge.convert(x, torch).tolist() == [True, False, True]
