@@ -250,6 +250,9 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     del result  # the producer stays alive: only the consumer's references must go
     if consumer.told is not None:
         reason, said = consumer.told()
+        if judged.verdict == "unverified" and reason and not judged.detail.startswith("the values crossed"):
+            # no address to compare, but the consumer says it copied and why: a copy
+            judged.verdict, judged.detail = "copy", ""
         if judged.verdict == "copy":
             judged.reason = reason
         judged.detail = "; ".join(d for d in (judged.detail, said) if d)

@@ -439,3 +439,18 @@ def test_packed_subbyte_rule_judges_sub_byte_values(monkeypatch: pytest.MonkeyPa
     _broken(_run(monkeypatch, broken, dtype="float4_e2m1fn", producer=_bridge_producer), "packed-subbyte")
     fine = _np_consumer(lambda x: np.asarray(bridge.from_dlpack(x, copy=True)), peer="bridge")
     _ok(_run(monkeypatch, fine, dtype="float4_e2m1fn", producer=_bridge_producer))
+
+
+def test_a_told_copy_without_addresses_is_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer whose result's address cannot be read (nanoarrow, pandas)
+    but that says it copied and why (bridge.convert's CopyWarning) gives a
+    ``copy`` cell with that reason, not ``unverified``; saying nothing leaves
+    it unverified."""
+    for told, want in ((("unpack", "convert() copied"), "copy"), (("", ""), "unverified")):
+        consumer = Consumer("numpy", "bridge-convert", lambda a: np.array(a, copy=True),
+                            lambda a: np.array(a, copy=True), lambda a: None, lambda a: True,
+                            dtype_of=lambda a: a.dtype.name, told=lambda told=told: told)  # fmt: skip
+        cell = _run(monkeypatch, consumer)
+        assert cell.verdict == want, (cell.verdict, cell.detail)
+        if want == "copy":
+            assert cell.reason == "unpack"
