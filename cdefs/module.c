@@ -18,7 +18,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
   static const char *keys[STAT_COUNT] = {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
       "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
-      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries", "copy_permuted"};
+      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries", "copy_permuted", "copy_chained"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
@@ -35,7 +35,8 @@ static PyMethodDef core_functions[] = {
      "exchange API (api_exports: a consumer read a bridge tensor through it; api_imports: bridge "
      "read a producer's), and the copy kernel's worker threads started, overlapping copies staged "
      "through a tile-sized buffer, those that needed a temporary of the whole source, and those\n"
-     "done in place along the cycles of a permutation (in-place transposes and reversals)."},
+     "done in place along the cycles of a permutation (in-place transposes and reversals), and\n"
+     "other overlaps done in place along chains of elements."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -939,6 +939,107 @@ static int permute_in_place(const copy_geom *g) {
   return 1;
 }
 
+/* ------------------------------------------------- overlaps in place */
+
+/* A lattice of element addresses: base + sum(st[k] * x[k]) for x in the
+ * index box n. When its strides nest (sorted by size, each one past the
+ * span of all the smaller ones), each address has one index, found by
+ * division: lattice_index. */
+typedef struct {
+  int nd, order[MAXD];       /* dims by |stride|, largest first */
+  int64_t n[MAXD], st[MAXD]; /* sizes and byte strides */
+  const char *base, *lo;     /* index 0, and the lowest address */
+} lattice;
+
+/* 1 when the strides nest over elements of isz bytes, else 0. */
+static int lattice_init(lattice *L, int nd, const int64_t *n, const int64_t *st, const char *base, int isz) {
+  L->nd = nd;
+  L->base = L->lo = base;
+  for (int k = 0; k < nd; k++) {
+    L->n[k] = n[k];
+    L->st[k] = st[k];
+    L->order[k] = k;
+    if (st[k] < 0) L->lo += st[k] * (n[k] - 1); /* within the copy's checked span */
+  }
+  for (int i = 1; i < nd; i++) /* insertion sort by |stride|, descending */
+    for (int j = i; j > 0 && uabs(st[L->order[j - 1]]) < uabs(st[L->order[j]]); j--) {
+      int t = L->order[j];
+      L->order[j] = L->order[j - 1];
+      L->order[j - 1] = t;
+    }
+  uint64_t inner = 0; /* the span of the dims inside, in bytes */
+  for (int i = nd - 1; i >= 0; i--) {
+    int k = L->order[i];
+    uint64_t a = uabs(st[k]);
+    if (a < (uint64_t)isz || a <= inner) return 0;
+    inner += a * (uint64_t)(n[k] - 1);
+  }
+  return 1;
+}
+
+static const char *lattice_at(const lattice *L, const int64_t *x) {
+  const char *p = L->base;
+  for (int k = 0; k < L->nd; k++) p += L->st[k] * x[k];
+  return p;
+}
+
+/* The index of address p on the lattice: 1 with x, 0 when p is not on it. */
+static int lattice_index(const lattice *L, const char *p, int64_t *x) {
+  if (p < L->lo) return 0;
+  uint64_t off = (uint64_t)(p - L->lo);
+  for (int i = 0; i < L->nd; i++) {
+    int k = L->order[i];
+    uint64_t a = uabs(L->st[k]), q = off / a;
+    if (q >= (uint64_t)L->n[k]) return 0;
+    off -= q * a;
+    x[k] = L->st[k] < 0 ? L->n[k] - 1 - (int64_t)q : (int64_t)q;
+  }
+  return off == 0;
+}
+
+/* dst[i] = src[i] in place for any overlap of two nesting lattices of one
+ * element size, with no buffer. Element i reads the address where element
+ * next(i) of dst sits, so i must be written before next(i); each element
+ * has at most one predecessor (the one reading its address), so the
+ * elements form chains and cycles. Each chain is walked from its head (an
+ * element whose address no other element reads), writing as it goes. A
+ * first walk only counts: when the chains do not cover every element there
+ * are cycles, which are left to the caller (0). 1 when done. */
+static int chains_in_place(const copy_geom *u) {
+  int nd = u->nd, isz = u->disz;
+  lattice D, S;
+  if (u->disz != u->sisz || nd == 0 || (u->src - u->dst) % isz) return 0;
+  for (int k = 0; k < nd; k++) /* elements on one grid: two that overlap coincide */
+    if (u->d[k] % isz || u->s[k] % isz) return 0;
+  if (!lattice_init(&D, nd, u->n, u->d, u->dst, isz) || !lattice_init(&S, nd, u->n, u->s, u->src, isz)) return 0;
+  int64_t numel = 1;
+  for (int k = 0; k < nd; k++) numel *= u->n[k];
+  for (int write = 0; write <= 1; write++) {
+    int64_t x[MAXD] = {0}, y[MAXD], r[MAXD], covered = 0;
+    for (;;) {
+      const char *dp = lattice_at(&D, x);
+      int head = !lattice_index(&S, dp, r) || memcmp(r, x, (size_t)nd * sizeof(int64_t)) == 0;
+      if (head) {
+        memcpy(y, x, (size_t)nd * sizeof(int64_t));
+        for (int64_t steps = 0;; steps++) {
+          if (steps == numel) return 0; /* (cannot happen on a chain: a guard) */
+          char *to = (char *)lattice_at(&D, y);
+          const char *from = lattice_at(&S, y);
+          if (write) memmove(to, from, (size_t)isz);
+          covered++;
+          if (!lattice_index(&D, from, y) || from == to) break;
+        }
+      }
+      int k = nd - 1;
+      for (; k >= 0 && ++x[k] == u->n[k]; k--) x[k] = 0;
+      if (k < 0) break;
+    }
+    if (!write && covered != numel) return 0; /* cycles among them */
+  }
+  BUMP(STAT_COPY_CHAINED);
+  return 1;
+}
+
 /* ------------------------------------------------------------- copying */
 
 /* Copy (and cast) a normalised geometry. 0 done, 1 a cast left it to NumPy,
@@ -981,7 +1082,7 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
     if (cast == NULL && g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
       copy_geom u;
       if (geom_init_merging(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
-                            g->disz, g->sisz, 0) == 0 && permute_in_place(&u))
+                            g->disz, g->sisz, 0) == 0 && (permute_in_place(&u) || chains_in_place(&u)))
         return 0;
     }
     /* no safe order: src whole into a temporary, then from there */
