@@ -23,9 +23,12 @@
  * to never overwrite bytes a later run still reads. When neither order is
  * safe and src is dst's own elements read in another order (an in-place
  * transpose, permutation or reversal: permute_in_place), each element moves
- * along its cycle of that permutation, one element held at a time; any
- * other overlap (a shifted transpose) first copies src whole into a
- * temporary, as NumPy does every overlapping copy. */
+ * along its cycle of that permutation, one element held at a time; other
+ * overlaps of two views of distinct elements (a shifted transpose) are
+ * written along chains, each element right after its one reader
+ * (chains_in_place). What is left (a broadcast source, or cycles that are no
+ * permutation of dst's) first copies src whole into a temporary, as NumPy
+ * does every overlapping copy. */
 
 #include "copy.h"
 
