@@ -1005,13 +1005,14 @@ static int lattice_index(const lattice *L, const char *p, int64_t *x) {
  * next(i) of dst sits, so i must be written before next(i); each element
  * has at most one predecessor (the one reading its address), so the
  * elements form chains and cycles. Each chain is walked from its head (an
- * element whose address no other element reads), writing as it goes. A
- * first walk only counts: when the chains do not cover every element there
- * are cycles, which are left to the caller (0). 1 when done. */
+ * element whose address no other element reads), writing as it goes; two
+ * elements that read each other are swapped. A first walk only counts: when
+ * chains and pairs do not cover every element there are longer cycles,
+ * which are left to the caller (0). 1 when done. */
 static int chains_in_place(const copy_geom *u) {
   int nd = u->nd, isz = u->disz;
   lattice D, S;
-  if (u->disz != u->sisz || nd == 0 || (u->src - u->dst) % isz) return 0;
+  if (u->disz != u->sisz || nd == 0 || isz > 16 || (u->src - u->dst) % isz) return 0;
   for (int k = 0; k < nd; k++) /* elements on one grid: two that overlap coincide */
     if (u->d[k] % isz || u->s[k] % isz) return 0;
   if (!lattice_init(&D, nd, u->n, u->d, u->dst, isz) || !lattice_init(&S, nd, u->n, u->s, u->src, isz)) return 0;
@@ -1032,12 +1033,25 @@ static int chains_in_place(const copy_geom *u) {
           covered++;
           if (!lattice_index(&D, from, y) || from == to) break;
         }
+      } else {
+        /* two elements that read each other (a transposed overlap's pairs):
+         * swapped once, from the lower address */
+        const char *from = lattice_at(&S, x);
+        if (from > dp && lattice_index(&D, from, y) && lattice_at(&S, y) == dp) {
+          if (write) {
+            char held[16];
+            memcpy(held, dp, (size_t)isz);
+            memcpy((char *)dp, from, (size_t)isz);
+            memcpy((char *)from, held, (size_t)isz);
+          }
+          covered += 2;
+        }
       }
       int k = nd - 1;
       for (; k >= 0 && ++x[k] == u->n[k]; k--) x[k] = 0;
       if (k < 0) break;
     }
-    if (!write && covered != numel) return 0; /* cycles among them */
+    if (!write && covered != numel) return 0; /* longer cycles among them */
   }
   BUMP(STAT_COPY_CHAINED);
   return 1;

@@ -242,6 +242,7 @@ def _stats() -> dict[str, int]:
         (lambda t: (t.view(200, 200)[:50, :50], t.view(200, 200)[:50, :50].t()), False, True),  # a gapped block
         (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)), False, True),
         (lambda t: (t.view(200, 200)[1:, 1:], t.view(200, 200)[:-1, :-1].t()), False, False),  # shifted: chains
+        (lambda t: (t.view(200, 200)[:150, :190], t.view(200, 200)[:190, :150].t()), False, False),  # chains, pairs
         (lambda t: (t[:27000].view(30, 30, 30), t[:27000].view(30, 30, 30).permute(1, 2, 0)), False, True),
         (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False, False),  # a row to all
         (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False, False),  # shift along rows
