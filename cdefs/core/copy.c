@@ -24,11 +24,16 @@
  * safe and src is dst's own elements read in another order (an in-place
  * transpose, permutation or reversal: permute_in_place), each element moves
  * along its cycle of that permutation, one element held at a time; other
- * overlaps of two views of distinct elements (a shifted transpose) are
- * written along chains, each element right after its one reader
- * (chains_in_place). What is left (a broadcast source, or cycles that are no
- * permutation of dst's) first copies src whole into a temporary, as NumPy
- * does every overlapping copy. */
+ * overlaps of two views of distinct elements (a shifted transpose, a cast
+ * between equal sizes, views a part of an element apart) are written along
+ * chains, each element right after its one reader, and around cycles, from
+ * each cycle's leader (walk_in_place). A src repeated along some dims
+ * (stride 0) fills one slice of dst so, and the rest of dst copies that
+ * slice (broadcast_in_place); a src whose own elements overlap otherwise
+ * (sliding windows) or lattices that do not nest are written as a forest,
+ * children before parents (forest_in_place). What is left, a cast between
+ * overlapping views of two element sizes, or a part of an element apart,
+ * first copies src whole into a temporary, as NumPy does every overlap. */
 
 #include "copy.h"
 
@@ -72,14 +77,19 @@ typedef struct {
   const char *raw_src;
   int raw_nd;
   const int64_t *raw_shape, *raw_dstr, *raw_sstr;
+  int raw_dmul, raw_smul; /* bytes per unit of raw_dstr, raw_sstr */
 } copy_geom;
 
-/* Normalise a copy whose strides are in elements: 0 ready, 1 nothing to copy
- * (an empty shape), -1 a byte stride or offset overflows int64. A dim where
- * dst has stride 0 (dst writes one place many times) keeps its last write,
- * as an element loop in index order would. */
-static int geom_init_merging(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
-                             const int64_t *dstr, const int64_t *sstr, int disz, int sisz, int merge) {
+/* Normalise a copy whose strides are in units of dmul and smul bytes (the
+ * element sizes, or 1 for byte strides): 0 ready, 1 nothing to copy (an
+ * empty shape), -1 a byte stride or offset overflows int64. A dim where dst
+ * has stride 0 (dst writes one place many times) keeps its last write, as an
+ * element loop in index order would. */
+static int geom_init_scaled(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
+                            const int64_t *dstr, const int64_t *sstr, int dmul, int smul, int disz, int sisz,
+                            int merge) {
+  g->raw_dmul = dmul;
+  g->raw_smul = smul;
   g->raw_dst = dst;
   g->raw_src = src;
   g->raw_nd = nd;
@@ -96,7 +106,7 @@ static int geom_init_merging(copy_geom *g, char *dst, const char *src, int nd, c
   for (int i = 0; i < nd; i++) {
     if (shape[i] == 1) continue;
     int64_t db, sb, last = shape[i] - 1, dd, sd;
-    if (mul_ovf(dstr[i], disz, &db) || mul_ovf(sstr[i], sisz, &sb) || mul_ovf(last, db, &dd) ||
+    if (mul_ovf(dstr[i], dmul, &db) || mul_ovf(sstr[i], smul, &sb) || mul_ovf(last, db, &dd) ||
         mul_ovf(last, sb, &sd))
       return -1;
     if (db < 0) { /* walk this dim from its other end on both sides */
@@ -148,7 +158,7 @@ static int geom_init_merging(copy_geom *g, char *dst, const char *src, int nd, c
 
 static int geom_init(copy_geom *g, char *dst, const char *src, int nd, const int64_t *shape,
                      const int64_t *dstr, const int64_t *sstr, int disz, int sisz) {
-  return geom_init_merging(g, dst, src, nd, shape, dstr, sstr, disz, sisz, 1);
+  return geom_init_scaled(g, dst, src, nd, shape, dstr, sstr, disz, sisz, disz, sisz, 1);
 }
 
 /* [lo, hi) byte addresses each side reaches. */
@@ -947,14 +957,17 @@ static int permute_in_place(const copy_geom *g) {
 /* A lattice of element addresses: base + sum(st[k] * x[k]) for x in the
  * index box n. When its strides nest (sorted by size, each one past the
  * span of all the smaller ones), each address has one index, found by
- * division: lattice_index. */
+ * division: lattice_index; any lattice is searched: lattice_next. */
 typedef struct {
-  int nd, order[MAXD];       /* dims by |stride|, largest first */
-  int64_t n[MAXD], st[MAXD]; /* sizes and byte strides */
-  const char *base, *lo;     /* index 0, and the lowest address */
+  int nd, order[MAXD];        /* dims by |stride|, largest first */
+  int nests;                  /* every address one index, found by division */
+  int64_t n[MAXD], st[MAXD];  /* sizes and byte strides */
+  uint64_t inner[MAXD + 1];   /* bytes spanned by the dims after order[i] */
+  const char *base, *lo;      /* index 0, and the lowest address */
 } lattice;
 
-/* 1 when the strides nest over elements of isz bytes, else 0. */
+/* 1 when the strides nest over elements of isz bytes, else 0 (L is set up
+ * either way). */
 static int lattice_init(lattice *L, int nd, const int64_t *n, const int64_t *st, const char *base, int isz) {
   L->nd = nd;
   L->base = L->lo = base;
@@ -970,14 +983,15 @@ static int lattice_init(lattice *L, int nd, const int64_t *n, const int64_t *st,
       L->order[j] = L->order[j - 1];
       L->order[j - 1] = t;
     }
-  uint64_t inner = 0; /* the span of the dims inside, in bytes */
+  L->nests = 1;
+  L->inner[nd] = 0;
   for (int i = nd - 1; i >= 0; i--) {
     int k = L->order[i];
     uint64_t a = uabs(st[k]);
-    if (a < (uint64_t)isz || a <= inner) return 0;
-    inner += a * (uint64_t)(n[k] - 1);
+    if (a < (uint64_t)isz || a <= L->inner[i + 1]) L->nests = 0;
+    L->inner[i] = L->inner[i + 1] + a * (uint64_t)(n[k] - 1); /* within the checked span */
   }
-  return 1;
+  return L->nests;
 }
 
 static const char *lattice_at(const lattice *L, const int64_t *x) {
@@ -1000,64 +1014,378 @@ static int lattice_index(const lattice *L, const char *p, int64_t *x) {
   return off == 0;
 }
 
+/* One element of dst from the bytes at `from`, held first (from may be to,
+ * or be written meanwhile). A cast that could flag was probed beforehand. */
+static inline void put_one(char *to, const char *from, int isz, const bridge_cast *cast) {
+  char held[16];
+  memcpy(held, from, (size_t)isz);
+  if (cast == NULL) memcpy(to, held, (size_t)isz);
+  else (void)bridge_cast_run(cast, held, to, 1, isz);
+}
+
+static int64_t lin_index(const int64_t *x, const int64_t *w, int nd) {
+  int64_t v = 0;
+  for (int k = 0; k < nd; k++) v += x[k] * w[k];
+  return v;
+}
+
+/* A bijective mix of an element's index (splitmix64's finaliser): ranked by
+ * it, elements are in random order, so a walk looking for a lower-ranked
+ * element meets one after a few steps on average, whichever way a chain
+ * runs. A cycle is led by its lowest-ranked element. */
+static uint64_t rank_of(const int64_t *x, const int64_t *w, int nd) {
+  uint64_t z = (uint64_t)lin_index(x, w, nd);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Does x (an element some other element reads) lead a cycle? Its
+ * successors (the element whose address it reads) and its predecessors (the
+ * element reading its address) are walked a step each in turn: an end of a
+ * chain, or an element of lower rank, says no; x again says yes. */
+static int cycle_leader(const lattice *D, const lattice *S, const int64_t *x, const int64_t *w, int nd,
+                        int64_t numel) {
+  int64_t f[MAXD], b[MAXD];
+  uint64_t rx = rank_of(x, w, nd);
+  memcpy(f, x, (size_t)nd * sizeof(int64_t));
+  memcpy(b, x, (size_t)nd * sizeof(int64_t));
+  for (int64_t steps = 0; steps < numel; steps++) {
+    if (!lattice_index(D, lattice_at(S, f), f)) return 0;
+    uint64_t rf = rank_of(f, w, nd);
+    if (rf <= rx) return rf == rx;
+    if (!lattice_index(S, lattice_at(D, b), b)) return 0;
+    uint64_t rb = rank_of(b, w, nd);
+    if (rb <= rx) return rb == rx;
+  }
+  return 0;
+}
+
 /* dst[i] = src[i] in place for any overlap of two nesting lattices of one
- * element size, with no buffer. Element i reads the address where element
- * next(i) of dst sits, so i must be written before next(i); each element
- * has at most one predecessor (the one reading its address), so the
- * elements form chains and cycles. Each chain is walked from its head (an
- * element whose address no other element reads), writing as it goes; two
- * elements that read each other are swapped. A first walk only counts: when
- * chains and pairs do not cover every element there are longer cycles,
- * which are left to the caller (0). 1 when done. */
-static int chains_in_place(const copy_geom *u) {
+ * element size (a cast between equal sizes too), with one element held.
+ * Element i reads the address where element next(i) of dst sits, so i must
+ * be written before next(i); each element has at most one predecessor (the
+ * one reading its address), so the elements form chains and cycles. Each
+ * chain is walked from its head (an element whose address no other element
+ * reads), writing as it goes; each cycle is rotated from its leader
+ * (cycle_leader), whose old value is held for the last. A first walk counts
+ * the chains' elements: when they are all, no element is tested for a cycle.
+ * 1 when done, 0 when the lattices do not nest (left to the caller). */
+static int walk_in_place(const copy_geom *u, const bridge_cast *cast) {
   int nd = u->nd, isz = u->disz;
   lattice D, S;
   if (u->disz != u->sisz || nd == 0 || isz > 16 || (u->src - u->dst) % isz) return 0;
   for (int k = 0; k < nd; k++) /* elements on one grid: two that overlap coincide */
     if (u->d[k] % isz || u->s[k] % isz) return 0;
   if (!lattice_init(&D, nd, u->n, u->d, u->dst, isz) || !lattice_init(&S, nd, u->n, u->s, u->src, isz)) return 0;
-  int64_t numel = 1;
-  for (int k = 0; k < nd; k++) numel *= u->n[k];
+  int64_t numel = 1, w[MAXD];
+  for (int k = nd - 1; k >= 0; k--) w[k] = numel, numel *= u->n[k];
+  int cycles = 0;
   for (int write = 0; write <= 1; write++) {
     int64_t x[MAXD] = {0}, y[MAXD], r[MAXD], covered = 0;
     for (;;) {
       const char *dp = lattice_at(&D, x);
-      int head = !lattice_index(&S, dp, r) || memcmp(r, x, (size_t)nd * sizeof(int64_t)) == 0;
-      if (head) {
+      if (!lattice_index(&S, dp, r) || memcmp(r, x, (size_t)nd * sizeof(int64_t)) == 0) { /* a head */
         memcpy(y, x, (size_t)nd * sizeof(int64_t));
         for (int64_t steps = 0;; steps++) {
           if (steps == numel) return 0; /* (cannot happen on a chain: a guard) */
           char *to = (char *)lattice_at(&D, y);
           const char *from = lattice_at(&S, y);
-          if (write) memmove(to, from, (size_t)isz);
+          if (write) put_one(to, from, isz, cast);
           covered++;
-          if (!lattice_index(&D, from, y) || from == to) break;
+          if (from == to || !lattice_index(&D, from, y)) break;
         }
-      } else {
-        /* two elements that read each other (a transposed overlap's pairs):
-         * swapped once, from the lower address */
-        const char *from = lattice_at(&S, x);
-        if (from > dp && lattice_index(&D, from, y) && lattice_at(&S, y) == dp) {
-          if (write) {
-            char held[16];
-            memcpy(held, dp, (size_t)isz);
-            memcpy((char *)dp, from, (size_t)isz);
-            memcpy((char *)from, held, (size_t)isz);
+      } else if (write && cycles && cycle_leader(&D, &S, x, w, nd, numel)) {
+        char first[16];
+        memcpy(first, dp, (size_t)isz); /* read by the cycle's last element */
+        memcpy(y, x, (size_t)nd * sizeof(int64_t));
+        for (int64_t steps = 0; steps < numel; steps++) {
+          char *to = (char *)lattice_at(&D, y);
+          const char *from = lattice_at(&S, y);
+          if (from == dp) {
+            put_one(to, first, isz, cast);
+            break;
           }
-          covered += 2;
+          put_one(to, from, isz, cast);
+          if (!lattice_index(&D, from, y)) break; /* (a cycle's: a guard) */
         }
       }
       int k = nd - 1;
       for (; k >= 0 && ++x[k] == u->n[k]; k--) x[k] = 0;
       if (k < 0) break;
     }
-    if (!write && covered != numel) return 0; /* longer cycles among them */
+    if (!write) cycles = covered != numel;
+  }
+  BUMP(STAT_COPY_CHAINED);
+  return 1;
+}
+
+/* The first index after `after` in index order (a row-major position; -1:
+ * from the start) whose address on lattice L is p: 1 with it in x, else 0.
+ * A depth-first search over the dims in index order; each dim takes, in
+ * order, only the values that leave an offset the dims after it can still
+ * reach (the last dim: the one exact value), so on nesting strides it
+ * never backtracks. */
+typedef struct {
+  const lattice *L;
+  int64_t lb[MAXD], rmin[MAXD + 1], rmax[MAXD + 1];
+} lattice_search;
+
+static int search_from(const lattice_search *q, int k, int64_t rem, int tight, int64_t *x) {
+  const lattice *L = q->L;
+  int64_t st = L->st[k], n = L->n[k], lo = tight ? q->lb[k] : 0, hi = n - 1;
+  /* rmin[k+1] <= rem - st * v <= rmax[k+1]: every term within the checked span */
+  int64_t a = rem - q->rmax[k + 1], b = rem - q->rmin[k + 1];
+  if (st == 0) {
+    if (a > 0 || b < 0) return 0;
+  } else {
+    int64_t vlo, vhi; /* ceil(a / st) .. floor(b / st), or flipped when st < 0 */
+    if (st < 0) {
+      int64_t t = -a;
+      a = -b, b = t, st = -st;
+    }
+    vlo = a >= 0 ? (a + st - 1) / st : -((-a) / st);
+    vhi = b >= 0 ? b / st : -((-b + st - 1) / st);
+    if (vlo > lo) lo = vlo, tight = 0;
+    if (vhi < hi) hi = vhi;
+  }
+  for (int64_t v = lo; v <= hi; v++) {
+    x[k] = v;
+    if (k + 1 == L->nd || search_from(q, k + 1, rem - L->st[k] * v, tight && v == q->lb[k], x)) return 1;
+  }
+  return 0;
+}
+
+static int lattice_next(const lattice *L, const char *p, const int64_t *w, int64_t after, int64_t *x) {
+  lattice_search q;
+  int nd = L->nd;
+  q.L = L;
+  q.rmin[nd] = q.rmax[nd] = 0;
+  for (int k = nd - 1; k >= 0; k--) {
+    int64_t far = L->st[k] * (L->n[k] - 1);
+    q.rmin[k] = q.rmin[k + 1] + (far < 0 ? far : 0);
+    q.rmax[k] = q.rmax[k + 1] + (far > 0 ? far : 0);
+  }
+  int64_t start = after + 1;
+  if (start >= w[0] * L->n[0]) return 0;
+  for (int k = 0; k < nd; k++) q.lb[k] = start / w[k], start %= w[k];
+  int64_t rem = p - L->base;
+  if (rem < q.rmin[0] || rem > q.rmax[0]) return 0;
+  return search_from(&q, 0, rem, 1, x);
+}
+
+/* The forest of a copy whose src elements may overlap each other (so an
+ * element's address can be read by many) or whose lattices do not nest.
+ * Element x reads the address of next(x) (one, dst's elements being
+ * distinct) and must be written before it; those reading x's address are
+ * its children. Each tree is written children first (post-order, walked
+ * with no stack: a child's next sibling is the first child after it in
+ * index order); a cycle, once the trees hanging from it are written, is
+ * rotated from its leader (rank_of). */
+typedef struct {
+  lattice D, S;
+  int64_t w[MAXD], numel;
+  int nd, isz, write;
+  const bridge_cast *cast;
+  int64_t done;
+} forest;
+
+/* next(x) into y: 1, or 0 when x reads no other element's address. */
+static int forest_next(const forest *F, const int64_t *x, int64_t *y) {
+  int64_t z[MAXD];
+  const char *p = lattice_at(&F->S, x);
+  if (F->D.nests ? !lattice_index(&F->D, p, z) : !lattice_next(&F->D, p, F->w, -1, z)) return 0;
+  if (memcmp(z, x, (size_t)F->nd * sizeof(int64_t)) == 0) return 0; /* reads itself */
+  memcpy(y, z, (size_t)F->nd * sizeof(int64_t));                    /* (y may be x) */
+  return 1;
+}
+
+/* The first child of v after `after` in index order (other than `skip`,
+ * NULL for none) into c: 1, or 0 when none. */
+static int forest_child(const forest *F, const int64_t *v, int64_t after, const int64_t *skip, int64_t *c) {
+  int64_t lv = lin_index(v, F->w, F->nd), ls = skip ? lin_index(skip, F->w, F->nd) : -1;
+  const char *p = lattice_at(&F->D, v);
+  while (lattice_next(&F->S, p, F->w, after, c)) {
+    after = lin_index(c, F->w, F->nd);
+    if (after != lv && after != ls) return 1;
+  }
+  return 0;
+}
+
+static void forest_put(forest *F, const int64_t *x) {
+  if (F->write) put_one((char *)lattice_at(&F->D, x), lattice_at(&F->S, x), F->isz, F->cast);
+  F->done++;
+}
+
+/* Write the tree under r (r last), children before parents. */
+static void forest_tree(forest *F, const int64_t *r, const int64_t *skip) {
+  int nd = F->nd;
+  size_t sz = (size_t)nd * sizeof(int64_t);
+  int64_t v[MAXD], p[MAXD], c[MAXD];
+  memcpy(v, r, sz);
+  while (forest_child(F, v, -1, skip && memcmp(v, r, sz) == 0 ? skip : NULL, c)) memcpy(v, c, sz);
+  for (;;) {
+    forest_put(F, v);
+    if (memcmp(v, r, sz) == 0) return;
+    forest_next(F, v, p);
+    if (forest_child(F, p, lin_index(v, F->w, nd), memcmp(p, r, sz) == 0 ? skip : NULL, c)) {
+      memcpy(v, c, sz);
+      while (forest_child(F, v, -1, NULL, c)) memcpy(v, c, sz);
+    } else {
+      memcpy(v, p, sz);
+    }
+  }
+}
+
+/* Is x on a cycle, and its lowest-ranked element? An element of lower rank,
+ * or the end of a chain, on the way says no; x again says yes; a cycle met
+ * that x is not on (Brent's walk) says no. */
+static int forest_leader(const forest *F, const int64_t *x) {
+  int64_t y[MAXD], mark[MAXD], power = 1, lam = 0;
+  uint64_t rx = rank_of(x, F->w, F->nd);
+  size_t sz = (size_t)F->nd * sizeof(int64_t);
+  memcpy(y, x, sz);
+  memcpy(mark, x, sz);
+  for (int64_t steps = 0; steps <= 2 * F->numel; steps++) {
+    if (!forest_next(F, y, y)) return 0;
+    uint64_t ry = rank_of(y, F->w, F->nd);
+    if (ry <= rx) return ry == rx;
+    if (memcmp(y, mark, sz) == 0) return 0;
+    if (++lam == power) memcpy(mark, y, sz), power *= 2, lam = 0;
+  }
+  return 0;
+}
+
+static void forest_cycle(forest *F, const int64_t *x0) {
+  int nd = F->nd, isz = F->isz;
+  size_t sz = (size_t)nd * sizeof(int64_t);
+  int64_t prev[MAXD], c[MAXD], y[MAXD], ch[MAXD];
+  memcpy(prev, x0, sz); /* the cycle's last element: the one reading x0 */
+  while (forest_next(F, prev, y) && memcmp(y, x0, sz) != 0) memcpy(prev, y, sz);
+  memcpy(c, x0, sz);
+  do { /* the trees hanging from each element of the cycle first */
+    int64_t after = -1;
+    while (forest_child(F, c, after, prev, ch)) {
+      forest_tree(F, ch, NULL);
+      after = lin_index(ch, F->w, nd);
+    }
+    memcpy(prev, c, sz);
+    forest_next(F, c, c);
+  } while (memcmp(c, x0, sz) != 0);
+  const char *at0 = lattice_at(&F->D, x0);
+  char first[16];
+  memcpy(first, at0, (size_t)isz);
+  memcpy(y, x0, sz);
+  for (;;) {
+    const char *from = lattice_at(&F->S, y);
+    if (F->write) put_one((char *)lattice_at(&F->D, y), from == at0 ? first : from, isz, F->cast);
+    F->done++;
+    if (from == at0 || !forest_next(F, y, y)) return;
+  }
+}
+
+/* 1 when done, 0 when left to the caller (dst writes one place twice). */
+static int forest_in_place(const copy_geom *u, const bridge_cast *cast) {
+  forest F;
+  int nd = u->nd, isz = u->disz;
+  if (u->disz != u->sisz || nd == 0 || isz > 16 || (u->src - u->dst) % isz) return 0;
+  for (int k = 0; k < nd; k++)
+    if (u->d[k] % isz || u->s[k] % isz) return 0;
+  int dnest = lattice_init(&F.D, nd, u->n, u->d, u->dst, isz);
+  lattice_init(&F.S, nd, u->n, u->s, u->src, isz);
+  F.nd = nd, F.isz = isz, F.cast = cast, F.numel = 1;
+  for (int k = nd - 1; k >= 0; k--) F.w[k] = F.numel, F.numel *= u->n[k];
+  int cycles = 0;
+  for (F.write = 0; F.write <= 1; F.write++) {
+    int64_t x[MAXD] = {0}, y[MAXD];
+    F.done = 0;
+    for (;;) {
+      /* dst's elements distinct: no other index reaches x's address */
+      if (!F.write && !dnest && (!lattice_next(&F.D, lattice_at(&F.D, x), F.w, -1, y) ||
+                                 lattice_next(&F.D, lattice_at(&F.D, x), F.w, lin_index(y, F.w, nd), y)))
+        return 0;
+      if (!forest_next(&F, x, y)) forest_tree(&F, x, NULL);
+      else if (F.write && cycles && forest_leader(&F, x)) forest_cycle(&F, x);
+      int k = nd - 1;
+      for (; k >= 0 && ++x[k] == u->n[k]; k--) x[k] = 0;
+      if (k < 0) break;
+    }
+    if (!F.write) cycles = F.done != F.numel;
   }
   BUMP(STAT_COPY_CHAINED);
   return 1;
 }
 
 /* ------------------------------------------------------------- copying */
+
+static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel);
+
+/* Copy a normalised geometry whose dst elements no src element overlaps:
+ * whole rows, or tiles, split between threads when large. 0 done, 1 a cast
+ * flagged, -1 overflow. */
+static int copy_apart(copy_geom *g, const bridge_cast *cast, int64_t nbytes) {
+  int isz = g->disz > g->sisz ? g->disz : g->sisz;
+  if (g->nd == 1 && cast == NULL && g->d[0] == isz && g->s[0] == isz &&
+      (nbytes < THREAD_MIN_BYTES || thread_count() == 1)) {
+    memcpy(g->dst, g->src, (size_t)nbytes); /* contiguous: the plain copy */
+    return 0;
+  }
+  copy_plan p; /* about 4 KiB: on the stack, small copies pay no malloc */
+  p.g = *g;
+  p.cast = cast;
+  return plan_copy(&p) < 0 ? -1 : run_plan(&p, nbytes);
+}
+
+/* An overlapping copy whose src repeats along some dims (stride 0): the
+ * slice of dst at index 0 of those dims takes src (an overlapping copy of
+ * fewer dims), then the rest of dst takes that slice, one broadcast dim at
+ * a time: dst's own elements, which the earlier writes no longer touch. */
+static int broadcast_in_place(const copy_geom *u, const bridge_cast *cast) {
+  int nd = u->nd, m = 0, isz = u->disz;
+  int64_t n[MAXD], d[MAXD], s[MAXD], numel = 1;
+  for (int k = 0; k < nd; k++)
+    if (u->s[k] != 0) n[m] = u->n[k], d[m] = u->d[k], s[m] = u->s[k], numel *= u->n[k], m++;
+  copy_geom g;
+  int rc = geom_init_scaled(&g, u->dst, u->src, m, n, d, s, 1, 1, u->disz, u->sisz, 1);
+  if (rc == 0) rc = copy_geometry(&g, cast, numel);
+  for (int b = 0; rc == 0 && b < nd; b++) {
+    if (u->s[b] != 0) continue;
+    int r = 0;
+    int64_t count = 1;
+    for (int k = 0; k < nd; k++) {
+      if (u->s[k] == 0 && k > b) continue; /* still at index 0 */
+      n[r] = k == b ? u->n[k] - 1 : u->n[k];
+      d[r] = u->d[k];
+      s[r] = k == b ? 0 : u->d[k];
+      count *= n[r++];
+    }
+    int64_t nbytes;
+    rc = geom_init_scaled(&g, u->dst + u->d[b], u->dst, r, n, d, s, 1, 1, isz, isz, 1);
+    if (rc == 0) rc = mul_ovf(count, isz, &nbytes) ? -1 : copy_apart(&g, NULL, nbytes);
+  }
+  return rc;
+}
+
+/* An overlap no staged order suits, in place: 0 done, 1 not (the lattices
+ * do not nest, or a cast changes the element size), -1 overflow. u has the
+ * caller's dims, sorted and flipped but not merged. */
+static int overlap_in_place(const copy_geom *u, const bridge_cast *cast) {
+  for (int k = 0; k < u->nd; k++)
+    if (u->s[k] == 0) return broadcast_in_place(u, cast);
+  if (cast == NULL && permute_in_place(u)) return 0;
+  if (walk_in_place(u, cast) || forest_in_place(u, cast)) return 0;
+  if (cast == NULL && u->disz == u->sisz && u->nd < MAXD) {
+    /* elements on two grids (views at offsets apart by part of an element):
+     * the same walk over their bytes */
+    copy_geom b = *u;
+    b.n[b.nd] = u->disz;
+    b.d[b.nd] = b.s[b.nd] = 1;
+    b.nd++;
+    b.disz = b.sisz = 1;
+    if (walk_in_place(&b, NULL) || forest_in_place(&b, NULL)) return 0;
+  }
+  return 1;
+}
 
 /* Copy (and cast) a normalised geometry. 0 done, 1 a cast left it to NumPy,
  * -1 overflow or out of memory (no exception set: the caller raises). */
@@ -1096,13 +1424,16 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
       }
     }
     free(scratch);
-    if (cast == NULL && g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
+    if (g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
       copy_geom u;
-      if (geom_init_merging(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
-                            g->disz, g->sisz, 0) == 0 && (permute_in_place(&u) || chains_in_place(&u)))
-        return 0;
+      if (geom_init_scaled(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
+                           g->raw_dmul, g->raw_smul, g->disz, g->sisz, 0) == 0) {
+        int rc = overlap_in_place(&u, cast);
+        if (rc <= 0) return rc;
+      }
     }
-    /* no safe order: src whole into a temporary, then from there */
+    /* left: a cast between element sizes or grids: src whole into a
+     * temporary, then from there, as NumPy does every overlap */
     int64_t tbytes;
     if (mul_ovf(numel, g->sisz, &tbytes)) return -1;
     char *tmp = malloc((size_t)tbytes);
@@ -1123,15 +1454,7 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
     free(tmp);
     return rc;
   }
-  if (g->nd == 1 && cast == NULL && g->d[0] == isz && g->s[0] == isz &&
-      (nbytes < THREAD_MIN_BYTES || thread_count() == 1)) {
-    memcpy(g->dst, g->src, (size_t)nbytes); /* contiguous: the plain copy */
-    return 0;
-  }
-  copy_plan p; /* about 4 KiB: on the stack, small copies pay no malloc */
-  p.g = *g;
-  p.cast = cast;
-  return plan_copy(&p) < 0 ? -1 : run_plan(&p, nbytes);
+  return copy_apart(g, cast, nbytes);
 }
 
 int bridge_copy_strided(char *dst, const int64_t *dst_strides, int dst_itemsize, const char *src,

@@ -264,6 +264,9 @@ def _stats() -> dict[str, int]:
         (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False, False),  # a row to all
         (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False, False),  # shift along rows
         (lambda t: (t, t), False, False),  # onto itself
+        (lambda t: (t.view(200, 200)[:100, :100], t.as_strided((100, 100), (1, 1), 0)), False, False),  # windows
+        (lambda t: (t.as_strided((100, 100), (1, 200), 50), t.as_strided((100, 100), (1, 1), 0)), False, False),
+        (lambda t: (t.view(200, 200)[1:, :50], t.view(200, 200)[:-1, 100:101].expand(199, 50).t().t()), False, False),
     ],
 )  # fmt: skip
 def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> None:
@@ -283,6 +286,21 @@ def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> 
     assert np.array_equal(a, want)
     assert (after["copy_temporaries"] > before["copy_temporaries"]) == want_temp
     assert (after["copy_permuted"] > before["copy_permuted"]) == want_permuted
+
+
+def test_overlapping_cast_between_equal_sizes_is_done_in_place() -> None:
+    """An int32 view written from the float32 transpose of its own bytes:
+    each element converted as it moves along its chain or cycle."""
+    t = bridge.arange(40000, dtype=bridge.float32)
+    a = t.numpy()
+    want = a.copy()
+    want.view(np.int32).reshape(200, 200)[...] = a.reshape(200, 200).T.astype(np.int32)
+    before = _stats()
+    t.view(bridge.int32).view(200, 200).copy_(t.view(200, 200).t())
+    after = _stats()
+    assert a.tobytes() == want.tobytes()
+    assert after["copy_temporaries"] == before["copy_temporaries"]
+    assert after["copy_chained"] == before["copy_chained"] + 1
 
 
 @settings(SETTINGS, max_examples=150)
@@ -459,9 +477,9 @@ def test_transposes_and_reversals_every_block_and_edge(name: str, simd: int) -> 
 )
 def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype: str) -> None:
     """Two views of one storage, any strides and offsets (reversed dims too),
-    copied one into the other: NumPy's answer (it copies the source first).
-    A whole temporary is made only when the elements form cycles that are
-    not a permutation of dst's own (counted; rare)."""
+    copied one into the other: NumPy's answer (it copies the source first),
+    and never a temporary of the whole tensor: chains, cycles, trees of a
+    source whose own elements overlap, broadcasts, all in place."""
     n = 256
     base = bridge.arange(n, dtype=getattr(bridge, dtype))
     a = base.numpy()
@@ -489,5 +507,65 @@ def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype:
     if len({int(p) for p in np.lib.stride_tricks.as_strided(np.arange(n)[d[1]:], shape,
                                                             [x * 8 for x in d[0]]).ravel()}) < dn.size:
         return  # dst's own elements overlap: NumPy's element order decides
+    before = _stats()
     dst.copy_(src)
     np.testing.assert_array_equal(a, want)
+    assert _stats()["copy_temporaries"] == before["copy_temporaries"]
+
+
+_GRID_PAIRS = [("int16", "int16"), ("float32", "float32"), ("complex128", "complex128"), ("int32", "float32"),
+               ("float32", "int32"), ("uint32", "int32"), ("int16", "uint16"), ("int32", "int16"),
+               ("int16", "int32"), ("float64", "int32")]  # fmt: skip
+
+
+@settings(SETTINGS, max_examples=300)
+@given(data=st.data(), pair=st.sampled_from(_GRID_PAIRS),
+       shape=st.lists(st.integers(1, 5), min_size=1, max_size=3))  # fmt: skip
+def test_overlaps_across_grids_and_casts_match_numpy(data: st.DataObject, pair: tuple[str, str],
+                                                     shape: list[int]) -> None:  # fmt: skip
+    """Two imports of one byte buffer at any byte offsets (so that elements
+    may sit a part of an element apart), of one dtype or two: NumPy's answer.
+    In place (no temporary of the whole tensor) for every copy of one dtype
+    and for casts between equal sizes on one grid; only a cast between
+    overlapping views of other sizes or grids copies the source first."""
+    nb = 512
+    raw = np.frombuffer(bytearray((np.arange(nb) * 7 % 50).astype(np.uint8).tobytes()), dtype=np.uint8)
+    dt, sdt = (np.dtype(x) for x in pair)
+
+    def typed(buf: Any, off: int, dtype: np.dtype[Any], strides: list[int]) -> Any:
+        arr = np.frombuffer(buf, dtype=np.uint8, offset=off, count=nb - off)
+        return np_as_strided(arr[: arr.size // dtype.itemsize * dtype.itemsize].view(dtype), shape, strides)
+
+    def view(dtype: np.dtype[Any], zero: bool) -> tuple[list[int], int] | None:
+        strides = [data.draw(st.integers(0 if zero else 1, 9)) * dtype.itemsize for _ in shape]
+        span = sum((k - 1) * x for k, x in zip(shape, strides)) + dtype.itemsize
+        if span > nb - 8:
+            return None
+        off = data.draw(st.integers(0, nb - span))
+        return strides, off - off % dtype.itemsize if data.draw(st.booleans()) else off
+
+    d, s = view(dt, False), view(sdt, True)
+    if d is None or s is None:
+        return
+    cells = np_as_strided(np.arange(nb)[d[1]:], shape, [x // dt.itemsize * 8 for x in d[0]]).ravel()
+    if len(set(cells.tolist())) < cells.size:
+        return  # dst's own elements overlap: its order is the kernel's own
+    srcn = typed(raw.data, s[1], sdt, s[0])
+    if sdt.kind == "f" and dt.kind in "iu":
+        return  # out-of-range float -> int is undefined in C and NumPy alike
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vals = srcn.astype(dt)
+    want = bytearray(raw.tobytes())
+    typed(memoryview(want), d[1], dt, d[0])[...] = vals
+    dst, src = bridge.from_numpy(typed(raw.data, d[1], dt, d[0])), bridge.from_numpy(srcn)
+    before = _stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dst.copy_(src)
+    assert raw.tobytes() == bytes(want)
+    temporary = _stats()["copy_temporaries"] > before["copy_temporaries"]
+    one_grid = (d[1] - s[1]) % dt.itemsize == 0
+    if dt == sdt or (dt.itemsize == sdt.itemsize and one_grid):
+        assert not temporary
+    event(f"temporary: {temporary}")
