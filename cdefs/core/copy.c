@@ -1323,7 +1323,7 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel);
 /* Copy a normalised geometry whose dst elements no src element overlaps:
  * whole rows, or tiles, split between threads when large. 0 done, 1 a cast
  * flagged, -1 overflow. */
-static int copy_apart(copy_geom *g, const bridge_cast *cast, int64_t nbytes) {
+static inline __attribute__((always_inline)) int copy_apart(copy_geom *g, const bridge_cast *cast, int64_t nbytes) {
   int isz = g->disz > g->sisz ? g->disz : g->sisz;
   if (g->nd == 1 && cast == NULL && g->d[0] == isz && g->s[0] == isz &&
       (nbytes < THREAD_MIN_BYTES || thread_count() == 1)) {
@@ -1387,6 +1387,69 @@ static int overlap_in_place(const copy_geom *u, const bridge_cast *cast) {
   return 1;
 }
 
+/* A copy whose two byte ranges meet (see the top of this file); kept out of
+ * copy_geometry's way, which small copies take. */
+static __attribute__((noinline)) int copy_overlapping(copy_geom *g, const bridge_cast *cast, int64_t numel,
+                                                      int isz) {
+  int same = cast == NULL && g->dst == g->src;
+  for (int i = 0; same && i < g->nd; i++) same = g->d[i] == g->s[i];
+  if (same) return 0; /* every element onto itself */
+  if (g->nd == 0) {   /* one element: read it before writing */
+    char one[16], out[16];
+    memcpy(one, g->src, g->sisz);
+    if (cast && bridge_cast_run(cast, one, out, 1, g->disz)) return 1; /* nothing written */
+    memcpy(g->dst, cast ? out : one, g->disz);
+    return 0;
+  }
+  int64_t chunk = TILE_BYTES / isz;
+  char *scratch = malloc(2 * TILE_BYTES);
+  if (scratch == NULL) return -1;
+  /* a cast that may leave elements to NumPy checks them all before writing
+   * any: NumPy then starts from the source as it is (a copy of it) */
+  if (cast != NULL && cast->can_flag && staged_walk(g, cast, 1, chunk, WALK_PROBE, scratch)) {
+    free(scratch);
+    return 1;
+  }
+  for (int dir = 1; dir >= -1; dir -= 2) {
+    if (staged_walk(g, cast, dir, chunk, WALK_CHECK, NULL)) {
+      BUMP(STAT_COPY_STAGED);
+      int bad = staged_walk(g, cast, dir, chunk, WALK_COPY, scratch);
+      free(scratch);
+      return bad;
+    }
+  }
+  free(scratch);
+  if (g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
+    copy_geom u;
+    if (geom_init_scaled(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
+                         g->raw_dmul, g->raw_smul, g->disz, g->sisz, 0) == 0) {
+      int rc = overlap_in_place(&u, cast);
+      if (rc <= 0) return rc;
+    }
+  }
+  /* left: a cast between element sizes or grids: src whole into a
+   * temporary, then from there, as NumPy does every overlap */
+  int64_t tbytes;
+  if (mul_ovf(numel, g->sisz, &tbytes)) return -1;
+  char *tmp = malloc((size_t)tbytes);
+  if (tmp == NULL) return -1;
+  BUMP(STAT_COPY_TEMPORARIES);
+  copy_geom in = *g, out = *g;
+  in.raw_shape = out.raw_shape = NULL;
+  in.dst = tmp;
+  in.disz = g->sisz;
+  int64_t acc = g->sisz;
+  for (int i = g->nd - 1; i >= 0; i--) {
+    in.d[i] = out.s[i] = acc;
+    acc *= g->n[i];
+  }
+  out.src = tmp;
+  int rc = copy_geometry(&in, NULL, numel);
+  if (rc == 0) rc = copy_geometry(&out, cast, numel);
+  free(tmp);
+  return rc;
+}
+
 /* Copy (and cast) a normalised geometry. 0 done, 1 a cast left it to NumPy,
  * -1 overflow or out of memory (no exception set: the caller raises). */
 static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
@@ -1395,65 +1458,7 @@ static int copy_geometry(copy_geom *g, const bridge_cast *cast, int64_t numel) {
   if (mul_ovf(numel, isz, &nbytes)) return -1;
   uintptr_t dlo, dhi, slo, shi;
   geom_span(g, &dlo, &dhi, &slo, &shi);
-  if (dlo < shi && slo < dhi) { /* the two byte ranges meet */
-    int same = cast == NULL && g->dst == g->src;
-    for (int i = 0; same && i < g->nd; i++) same = g->d[i] == g->s[i];
-    if (same) return 0; /* every element onto itself */
-    if (g->nd == 0) {   /* one element: read it before writing */
-      char one[16], out[16];
-      memcpy(one, g->src, g->sisz);
-      if (cast && bridge_cast_run(cast, one, out, 1, g->disz)) return 1; /* nothing written */
-      memcpy(g->dst, cast ? out : one, g->disz);
-      return 0;
-    }
-    int64_t chunk = TILE_BYTES / isz;
-    char *scratch = malloc(2 * TILE_BYTES);
-    if (scratch == NULL) return -1;
-    /* a cast that may leave elements to NumPy checks them all before writing
-     * any: NumPy then starts from the source as it is (a copy of it) */
-    if (cast != NULL && cast->can_flag && staged_walk(g, cast, 1, chunk, WALK_PROBE, scratch)) {
-      free(scratch);
-      return 1;
-    }
-    for (int dir = 1; dir >= -1; dir -= 2) {
-      if (staged_walk(g, cast, dir, chunk, WALK_CHECK, NULL)) {
-        BUMP(STAT_COPY_STAGED);
-        int bad = staged_walk(g, cast, dir, chunk, WALK_COPY, scratch);
-        free(scratch);
-        return bad;
-      }
-    }
-    free(scratch);
-    if (g->raw_shape != NULL) { /* the caller's dims, sorted and flipped but not merged */
-      copy_geom u;
-      if (geom_init_scaled(&u, g->raw_dst, g->raw_src, g->raw_nd, g->raw_shape, g->raw_dstr, g->raw_sstr,
-                           g->raw_dmul, g->raw_smul, g->disz, g->sisz, 0) == 0) {
-        int rc = overlap_in_place(&u, cast);
-        if (rc <= 0) return rc;
-      }
-    }
-    /* left: a cast between element sizes or grids: src whole into a
-     * temporary, then from there, as NumPy does every overlap */
-    int64_t tbytes;
-    if (mul_ovf(numel, g->sisz, &tbytes)) return -1;
-    char *tmp = malloc((size_t)tbytes);
-    if (tmp == NULL) return -1;
-    BUMP(STAT_COPY_TEMPORARIES);
-    copy_geom in = *g, out = *g;
-    in.raw_shape = out.raw_shape = NULL;
-    in.dst = tmp;
-    in.disz = g->sisz;
-    int64_t acc = g->sisz;
-    for (int i = g->nd - 1; i >= 0; i--) {
-      in.d[i] = out.s[i] = acc;
-      acc *= g->n[i];
-    }
-    out.src = tmp;
-    int rc = copy_geometry(&in, NULL, numel);
-    if (rc == 0) rc = copy_geometry(&out, cast, numel);
-    free(tmp);
-    return rc;
-  }
+  if (dlo < shi && slo < dhi) return copy_overlapping(g, cast, numel, isz);
   return copy_apart(g, cast, nbytes);
 }
 
