@@ -30,8 +30,9 @@
  * each cycle's leader (walk_in_place). A src repeated along some dims
  * (stride 0) fills one slice of dst so, and the rest of dst copies that
  * slice (broadcast_in_place); a src whose own elements overlap otherwise
- * (sliding windows) or lattices that do not nest are written as a forest,
- * children before parents (forest_in_place). What is left, a cast between
+ * (sliding windows), a dst whose own elements do (the last in index order
+ * writes each address) or lattices that do not nest are written as a
+ * forest, children before parents (forest_in_place). What is left, a cast between
  * overlapping views of two element sizes, or a part of an element apart,
  * first copies src whole into a temporary, as NumPy does every overlap. */
 
@@ -1176,11 +1177,13 @@ static int lattice_next(const lattice *L, const char *p, const int64_t *w, int64
 
 /* The forest of a copy whose src elements may overlap each other (so an
  * element's address can be read by many) or whose lattices do not nest.
- * Element x reads the address of next(x) (one, dst's elements being
- * distinct) and must be written before it; those reading x's address are
- * its children. Each tree is written children first (post-order, walked
- * with no stack: a child's next sibling is the first child after it in
- * index order); a cycle, once the trees hanging from it are written, is
+ * Element x reads the address of next(x) and must be written before it;
+ * those reading x's address are its children. Where dst's own elements
+ * share an address (as_strided), only the last of them in index order
+ * writes it (a writer), as an element loop's last write would win; the
+ * others are no nodes. Each tree is written children first (post-order,
+ * walked with no stack: a child's next sibling is the first child after it
+ * in index order); a cycle, once the trees hanging from it are written, is
  * rotated from its leader (rank_of). */
 typedef struct {
   lattice D, S;
@@ -1190,24 +1193,37 @@ typedef struct {
   int64_t done;
 } forest;
 
-/* next(x) into y: 1, or 0 when x reads no other element's address. */
-static int forest_next(const forest *F, const int64_t *x, int64_t *y) {
+/* Does x write its address: no later index of dst has it? */
+static int forest_writer(const forest *F, const int64_t *x) {
   int64_t z[MAXD];
+  return F->D.nests || !lattice_next(&F->D, lattice_at(&F->D, x), F->w, lin_index(x, F->w, F->nd), z);
+}
+
+/* next(x) (the writer of the address x reads) into y: 1, or 0 when x reads
+ * no address dst writes, or its own. */
+static int forest_next(const forest *F, const int64_t *x, int64_t *y) {
+  int64_t z[MAXD], t[MAXD];
   const char *p = lattice_at(&F->S, x);
-  if (F->D.nests ? !lattice_index(&F->D, p, z) : !lattice_next(&F->D, p, F->w, -1, z)) return 0;
-  if (memcmp(z, x, (size_t)F->nd * sizeof(int64_t)) == 0) return 0; /* reads itself */
-  memcpy(y, z, (size_t)F->nd * sizeof(int64_t));                    /* (y may be x) */
+  size_t sz = (size_t)F->nd * sizeof(int64_t);
+  if (F->D.nests) {
+    if (!lattice_index(&F->D, p, z)) return 0;
+  } else { /* the last index at p */
+    if (!lattice_next(&F->D, p, F->w, -1, z)) return 0;
+    while (lattice_next(&F->D, p, F->w, lin_index(z, F->w, F->nd), t)) memcpy(z, t, sz);
+  }
+  if (memcmp(z, x, sz) == 0) return 0; /* reads itself */
+  memcpy(y, z, sz);                    /* (y may be x) */
   return 1;
 }
 
-/* The first child of v after `after` in index order (other than `skip`,
- * NULL for none) into c: 1, or 0 when none. */
+/* The first child of v (a writer reading v's address) after `after` in
+ * index order, other than `skip` (NULL for none), into c: 1, or 0. */
 static int forest_child(const forest *F, const int64_t *v, int64_t after, const int64_t *skip, int64_t *c) {
   int64_t lv = lin_index(v, F->w, F->nd), ls = skip ? lin_index(skip, F->w, F->nd) : -1;
   const char *p = lattice_at(&F->D, v);
   while (lattice_next(&F->S, p, F->w, after, c)) {
     after = lin_index(c, F->w, F->nd);
-    if (after != lv && after != ls) return 1;
+    if (after != lv && after != ls && forest_writer(F, c)) return 1;
   }
   return 0;
 }
@@ -1284,33 +1300,33 @@ static void forest_cycle(forest *F, const int64_t *x0) {
   }
 }
 
-/* 1 when done, 0 when left to the caller (dst writes one place twice). */
+/* 1 when done, 0 when left to the caller (elements of two sizes or grids). */
 static int forest_in_place(const copy_geom *u, const bridge_cast *cast) {
   forest F;
   int nd = u->nd, isz = u->disz;
   if (u->disz != u->sisz || nd == 0 || isz > 16 || (u->src - u->dst) % isz) return 0;
   for (int k = 0; k < nd; k++)
     if (u->d[k] % isz || u->s[k] % isz) return 0;
-  int dnest = lattice_init(&F.D, nd, u->n, u->d, u->dst, isz);
+  lattice_init(&F.D, nd, u->n, u->d, u->dst, isz);
   lattice_init(&F.S, nd, u->n, u->s, u->src, isz);
   F.nd = nd, F.isz = isz, F.cast = cast, F.numel = 1;
   for (int k = nd - 1; k >= 0; k--) F.w[k] = F.numel, F.numel *= u->n[k];
   int cycles = 0;
+  int64_t writers = 0;
   for (F.write = 0; F.write <= 1; F.write++) {
     int64_t x[MAXD] = {0}, y[MAXD];
     F.done = 0;
     for (;;) {
-      /* dst's elements distinct: no other index reaches x's address */
-      if (!F.write && !dnest && (!lattice_next(&F.D, lattice_at(&F.D, x), F.w, -1, y) ||
-                                 lattice_next(&F.D, lattice_at(&F.D, x), F.w, lin_index(y, F.w, nd), y)))
-        return 0;
-      if (!forest_next(&F, x, y)) forest_tree(&F, x, NULL);
-      else if (F.write && cycles && forest_leader(&F, x)) forest_cycle(&F, x);
+      if (forest_writer(&F, x)) {
+        writers += !F.write;
+        if (!forest_next(&F, x, y)) forest_tree(&F, x, NULL);
+        else if (F.write && cycles && forest_leader(&F, x)) forest_cycle(&F, x);
+      }
       int k = nd - 1;
       for (; k >= 0 && ++x[k] == u->n[k]; k--) x[k] = 0;
       if (k < 0) break;
     }
-    if (!F.write) cycles = F.done != F.numel;
+    if (!F.write) cycles = F.done != writers;
   }
   BUMP(STAT_COPY_CHAINED);
   return 1;
@@ -1370,8 +1386,10 @@ static int broadcast_in_place(const copy_geom *u, const bridge_cast *cast) {
  * do not nest, or a cast changes the element size), -1 overflow. u has the
  * caller's dims, sorted and flipped but not merged. */
 static int overlap_in_place(const copy_geom *u, const bridge_cast *cast) {
-  for (int k = 0; k < u->nd; k++)
-    if (u->s[k] == 0) return broadcast_in_place(u, cast);
+  lattice D; /* the slices broadcast_in_place copies between must be dst's distinct elements */
+  if (lattice_init(&D, u->nd, u->n, u->d, u->dst, u->disz))
+    for (int k = 0; k < u->nd; k++)
+      if (u->s[k] == 0) return broadcast_in_place(u, cast);
   if (cast == NULL && permute_in_place(u)) return 0;
   if (walk_in_place(u, cast) || forest_in_place(u, cast)) return 0;
   if (cast == NULL && u->disz == u->sisz && u->nd < MAXD) {

@@ -569,3 +569,48 @@ def test_overlaps_across_grids_and_casts_match_numpy(data: st.DataObject, pair: 
     if dt == sdt or (dt.itemsize == sdt.itemsize and one_grid):
         assert not temporary
     event(f"temporary: {temporary}")
+
+
+@settings(SETTINGS, max_examples=300)
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
+def test_destination_whose_elements_share_memory(shape: list[int], data: st.DataObject) -> None:
+    """A destination whose own elements share addresses (as_strided, which
+    torch refuses in copy_) meeting its source: each such address ends up
+    holding the value one of its elements was to get, every other byte is
+    untouched, and no temporary is made."""
+    n = 128
+    base = bridge.arange(n, dtype=bridge.float64)
+    a = base.numpy()
+    old = a.copy()
+
+    def view(lo: int) -> tuple[list[int], int] | None:
+        strides = [data.draw(st.integers(lo, 5)) for _ in shape]
+        span = sum((k - 1) * x for k, x in zip(shape, strides))
+        return None if span >= n else (strides, data.draw(st.integers(0, n - 1 - span)))
+
+    d, s = view(1), view(0)
+    if d is None or s is None:
+        return
+    dst = base.as_strided(shape, d[0], d[1])
+    src = base.as_strided(shape, s[0], s[1])
+    flips = [i for i in range(len(shape)) if data.draw(st.booleans())]
+    if flips:
+        src = src.flip(*flips)
+    values = src.numpy().copy()
+    cells = np_as_strided(np.arange(n)[d[1]:], shape, [x * 8 for x in d[0]])
+    wanted: dict[int, set[float]] = {}
+    for idx in np.ndindex(*shape):
+        wanted.setdefault(int(cells[idx]), set()).add(float(values[idx]))
+    before = _stats()
+    dst.copy_(src)
+    assert _stats()["copy_temporaries"] == before["copy_temporaries"]
+    for i in range(n):
+        assert a[i] in wanted[i] if i in wanted else a[i] == old[i], (i, a[i], wanted.get(i))
+
+
+def test_destination_sharing_memory_over_a_window_source_ends() -> None:
+    # walked a tree of elements that were not all their address's writer: it never ended
+    base = bridge.arange(128, dtype=bridge.float64)
+    dst = base.as_strided([3, 3, 4], [5, 2, 3], 14)
+    dst.copy_(base.as_strided([3, 3, 4], [3, 5, 1], 6).flip(0))
+    assert base[:14].tolist() == list(range(14)) and base[52:].tolist() == list(range(52, 128))
