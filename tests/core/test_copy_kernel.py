@@ -469,6 +469,26 @@ def test_transposes_and_reversals_every_block_and_edge(name: str, simd: int) -> 
         assert np.array_equal(got, np.ascontiguousarray(b.transpose(perm)))
 
 
+def _draw_two_views(base: Any, shape: list[int], data: st.DataObject, dst_lo: int,
+                    top: int) -> tuple[Any, Any, tuple[list[int], int]] | None:  # fmt: skip
+    """Two as_strided views of base's storage (strides dst_lo..top for dst, 0..top
+    for src, any offsets that fit; src's dims flipped at random): (dst, src, dst's
+    (strides, offset)), or None when a drawn view does not fit."""
+    n = base.numel()
+
+    def view(lo: int) -> tuple[list[int], int] | None:
+        strides = [data.draw(st.integers(lo, top)) for _ in shape]
+        span = sum((k - 1) * x for k, x in zip(shape, strides))
+        return None if span >= n else (strides, data.draw(st.integers(0, n - 1 - span)))
+
+    d, s = view(dst_lo), view(0)
+    if d is None or s is None:
+        return None
+    src = base.as_strided(shape, s[0], s[1])
+    flips = [i for i in range(len(shape)) if data.draw(st.booleans())]
+    return base.as_strided(shape, d[0], d[1]), src.flip(*flips) if flips else src, d
+
+
 @settings(SETTINGS, max_examples=300)
 @given(
     shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
@@ -484,20 +504,10 @@ def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype:
     base = bridge.arange(n, dtype=getattr(bridge, dtype))
     a = base.numpy()
 
-    def view() -> Any:
-        strides = [data.draw(st.integers(0, 9)) for _ in shape]
-        span = sum((k - 1) * s for k, s in zip(shape, strides))
-        off = data.draw(st.integers(0, n - 1 - span)) if span < n else None
-        return None if off is None else (strides, off)
-
-    d, s = view(), view()
-    if d is None or s is None:
+    drawn = _draw_two_views(base, shape, data, 0, 9)
+    if drawn is None:
         return
-    dst = base.as_strided(shape, d[0], d[1])
-    src = base.as_strided(shape, s[0], s[1])
-    flips = [i for i in range(len(shape)) if data.draw(st.booleans())]
-    if flips:
-        src = src.flip(*flips)
+    dst, src, d = drawn
     dn = np.lib.stride_tricks.as_strided(a[d[1]:], shape, [x * a.itemsize for x in d[0]])
     if any(x == 0 for x, k in zip(d[0], shape) if k > 1):
         return  # a dst that writes one place many times: its order is the kernel's own
@@ -583,19 +593,10 @@ def test_destination_whose_elements_share_memory(shape: list[int], data: st.Data
     a = base.numpy()
     old = a.copy()
 
-    def view(lo: int) -> tuple[list[int], int] | None:
-        strides = [data.draw(st.integers(lo, 5)) for _ in shape]
-        span = sum((k - 1) * x for k, x in zip(shape, strides))
-        return None if span >= n else (strides, data.draw(st.integers(0, n - 1 - span)))
-
-    d, s = view(1), view(0)
-    if d is None or s is None:
+    drawn = _draw_two_views(base, shape, data, 1, 5)
+    if drawn is None:
         return
-    dst = base.as_strided(shape, d[0], d[1])
-    src = base.as_strided(shape, s[0], s[1])
-    flips = [i for i in range(len(shape)) if data.draw(st.booleans())]
-    if flips:
-        src = src.flip(*flips)
+    dst, src, d = drawn
     values = src.numpy().copy()
     cells = np_as_strided(np.arange(n)[d[1]:], shape, [x * 8 for x in d[0]])
     wanted: dict[int, set[float]] = {}
