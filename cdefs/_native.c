@@ -1,3 +1,4 @@
+#define _CFFI_NO_LIMITED_API 1
 #define _CFFI_
 
 /* We try to define Py_LIMITED_API before including Python.h.

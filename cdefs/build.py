@@ -38,9 +38,18 @@ def make_ffi() -> cffi.FFI:
     return ffibuilder
 
 
+#: The generated file's first line. cffi's header defines Py_LIMITED_API unless
+#: this is defined before it; bridge needs the full API (``PyUnstable_Module_SetGIL``
+#: in cffi_gil.h, docs/build.md). It sits in the source, not in pyproject.toml's
+#: define-macros: setuptools 81 passes those to the compiler as TOML's lists,
+#: which distutils refuses ("each element of 'macros' list must be a 1- or 2-tuple").
+NO_LIMITED_API = "#define _CFFI_NO_LIMITED_API 1\n"
+
+
 def main(argv: list[str]) -> int:
     out = pathlib.Path(argv[1]) if len(argv) > 1 else HERE / "_native.c"
     make_ffi().emit_c_code(str(out))
+    out.write_text(NO_LIMITED_API + out.read_text())
     return 0
 
 

@@ -346,9 +346,11 @@ _C._register("convert_slow", _general)
 def _register(to: object, h: Holds) -> None:
     """Hand the C fast path destination ``to``: what ``h`` holds with no fix,
     and how to give it a tensor (its C exchange API, else its import).
-    Destinations whose record depends on settings (jax) or that copy every
-    import are left to the general path."""
-    if h.name == "jax" or h.always_copies:
+    Destinations whose record depends on settings (jax), that copy every
+    import, or that hold no host memory (CuPy: every source the fast path
+    finishes is host memory, which they need moved) are left to the general
+    path."""
+    if h.name == "jax" or h.always_copies or "cpu" not in h.devices:
         return
     spec = {
         "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,

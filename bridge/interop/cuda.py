@@ -30,8 +30,16 @@ __all__ = ["from_cuda_array_interface", "CudaArrayInterfaceOwner", "CudaStream",
            "current_cuda_stream"]  # fmt: skip
 
 
+#: dtype -> its typestr: NumPy's ``dtype.str`` costs more than the rest of the
+#: interface together, and cupy.asarray(bridge) asks for it on every call.
+_TYPESTRS: dict[_dtypes.dtype, str] = {}
+
+
 def _typestr(dt: _dtypes.dtype) -> str:
-    return str(dt.numpy_dtype.str)
+    s = _TYPESTRS.get(dt)
+    if s is None:
+        s = _TYPESTRS[dt] = str(dt.numpy_dtype.str)
+    return s
 
 
 def _cuda_array_interface(t: Tensor) -> dict[str, Any]:

@@ -73,8 +73,10 @@ def test_import_under_a_bridge_stream_passes_it_to_the_producer():
     assert bridge.current_cuda_stream() == 1
     assert t.untyped_storage()._stream == reader.cuda_stream
     with torch.cuda.stream(reader):
-        total = torch.from_dlpack(t).sum()  # torch passes `reader`: nothing more to wait for
-    assert total.item() == 3.0 * N
+        # torch passes `reader`: nothing more to wait for. Read on `reader` too: an
+        # .item() after the block copies on the default stream, which does not wait for it
+        total = torch.from_dlpack(t).sum().item()
+    assert total == 3.0 * N
 
 
 def test_legacy_capsule_from_dunder_dlpack_with_the_consumer_stream():
@@ -97,8 +99,8 @@ def test_export_to_a_consumer_stream_waits_for_the_memory_stream():
     cap = t.__dlpack__(max_version=(1, 3), stream=other.cuda_stream)  # other waits for s
     y = bridge.from_dlpack(cap)
     with torch.cuda.stream(other):
-        total = torch.from_dlpack(y).sum()
-    assert total.item() == 9.0 * N
+        total = torch.from_dlpack(y).sum().item()
+    assert total == 9.0 * N
 
 
 def test_export_to_a_cuda_stream_protocol_object_waits_for_the_memory_stream():
@@ -113,8 +115,8 @@ def test_export_to_a_cuda_stream_protocol_object_waits_for_the_memory_stream():
     other = torch.cuda.Stream()
     y = bridge.from_dlpack(t.__dlpack__(max_version=(1, 3), stream=other))  # other waits for s
     with torch.cuda.stream(other):
-        total = torch.from_dlpack(y).sum()
-    assert total.item() == 6.0 * N
+        total = torch.from_dlpack(y).sum().item()
+    assert total == 6.0 * N
 
 
 def test_export_with_stream_minus_one_does_not_wait():
@@ -178,8 +180,8 @@ def test_arrow_device_export_waits_for_pending_work():
     assert back.data_ptr() == x.data_ptr()
     other = torch.cuda.Stream()
     with torch.cuda.stream(other):
-        total = torch.from_dlpack(back).sum()
-    assert total.item() == 6.0 * N
+        total = torch.from_dlpack(back).sum().item()
+    assert total == 6.0 * N
 
 
 def test_counters_balance_after_stream_ordered_exchanges():

@@ -121,8 +121,11 @@ def run(folder: pathlib.Path, body: str, **env: str) -> str:
     `folder`; fail with its output unless it exits 0."""
     code = PRELUDE + textwrap.dedent(body) + "\ncheck_clean()\n"
     paths = [str(folder), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
+    # tests/ on the path for the shared cases (cuda_layouts), after bridge's own folder
+    py = os.pathsep.join([str(ROOT), str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths), **env})  # fmt: skip
+                          env={**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths), "PYTHONPATH": py,
+                               **env})  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -136,26 +139,8 @@ def test_every_layout_copies_like_numpy(fake):
     transposed, sliced, stepped, negative-stride, 0-d and zero-size views, in
     several dtypes; every result equals NumPy's."""
     run(fake, """
-    LAYOUTS = {
-        "contiguous": (lambda x: x.reshape(2, 3, 4, 5), lambda a: a.reshape(2, 3, 4, 5)),
-        "transposed": (lambda x: x.reshape(10, 12).t(), lambda a: a.reshape(10, 12).T),
-        "rows": (lambda x: x.reshape(10, 12)[:, 2:9], lambda a: a.reshape(10, 12)[:, 2:9]),
-        "step": (lambda x: x.reshape(10, 12)[1:, ::3], lambda a: a.reshape(10, 12)[1:, ::3]),
-        "reversed": (lambda x: x[::-1], lambda a: a[::-1]),
-        "reversed-rows": (lambda x: x.reshape(10, 12)[::-2], lambda a: a.reshape(10, 12)[::-2]),
-        "reversed-cols": (lambda x: x.reshape(10, 12)[:, ::-1], lambda a: a.reshape(10, 12)[:, ::-1]),
-        "3d-inner-contiguous": (lambda x: x.reshape(2, 3, 4, 5)[:, 1:, :, 1:4],
-                                lambda a: a.reshape(2, 3, 4, 5)[:, 1:, :, 1:4]),
-        "permuted": (lambda x: x.reshape(2, 3, 4, 5).permute(3, 1, 0, 2),
-                     lambda a: a.reshape(2, 3, 4, 5).transpose(3, 1, 0, 2)),
-        "permuted-inner-kept": (lambda x: x.reshape(2, 3, 4, 5).permute(1, 0, 2, 3),
-                                lambda a: a.reshape(2, 3, 4, 5).transpose(1, 0, 2, 3)),
-        "0-d": (lambda x: x[7], lambda a: a[7, ...]),
-        "one-element": (lambda x: x[7:8], lambda a: a[7:8]),
-        "zero-size": (lambda x: x[:0], lambda a: a[:0]),
-        "zero-size-2d": (lambda x: x.reshape(10, 12)[:, 5:5], lambda a: a.reshape(10, 12)[:, 5:5]),
-    }
-    for dtype in (np.float32, np.int16, np.complex128, np.uint8):
+    from cuda_layouts import DTYPES, LAYOUTS
+    for dtype in DTYPES:
         for name, (view, np_view) in LAYOUTS.items():
             buf, x = device_buffer(dtype=dtype)
             t, want = view(x), np_view(buf)
