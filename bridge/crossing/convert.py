@@ -144,7 +144,8 @@ def _import(obj: object) -> Tensor:
         return obj
     if isinstance(obj, np.ndarray):  # from_numpy: ml_dtypes types too, which NumPy's DLPack refuses
         return asarray(obj, copy=False)
-    if hasattr(obj, "__dlpack__") or type(obj) is CapsuleType:
+    # (a producer may offer only the C exchange API: from_dlpack reads it, as the fast path does)
+    if hasattr(obj, "__dlpack__") or hasattr(type(obj), "__dlpack_c_exchange_api__") or type(obj) is CapsuleType:
         return from_dlpack(obj)
     if any(hasattr(obj, m) for m in ("__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")):
         return from_arrow(obj)

@@ -342,6 +342,45 @@ static PyObject *py_exchange_chain(PyObject *mod, PyObject *const *args, Py_ssiz
   return PyCapsule_New(next, BRIDGE_NAME_API, NULL);
 }
 
+/* A producer that hands over whatever managed tensor it is given: its
+ * managed_tensor_from_py_object_no_sync returns the DLManagedTensorVersioned
+ * at the object's `managed` attribute (an address, a hand-made struct of
+ * the tests'), unchecked, as a buggy or hostile producer would. */
+static int handing_from(void *x, DLManagedTensorVersioned **out) {
+  PyObject *a = PyObject_GetAttrString((PyObject *)x, "managed");
+  if (a == NULL) return -1;
+  void *p = PyLong_AsVoidPtr(a);
+  Py_DECREF(a);
+  if (p == NULL) return -1;
+  *out = (DLManagedTensorVersioned *)p;
+  return 0;
+}
+
+static int handing_peek(void *x, DLTensor *out) {
+  DLManagedTensorVersioned *m = NULL;
+  if (handing_from(x, &m) < 0) return -1;
+  *out = m->dl_tensor;
+  return 0;
+}
+
+/* handing_api() -> a "dlpack_exchange_api" capsule of such a producer (bridge's
+ * own table for everything else). */
+static PyObject *py_handing_api(PyObject *mod, PyObject *unused) {
+  (void)mod, (void)unused;
+  static DLPackExchangeAPI api;
+  if (api.managed_tensor_from_py_object_no_sync == NULL) {
+    PyObject *cap = PyObject_GetAttrString((PyObject *)&BridgeTensor_Type, "__dlpack_c_exchange_api__");
+    DLPackExchangeAPI *ours = cap ? (DLPackExchangeAPI *)PyCapsule_GetPointer(cap, BRIDGE_NAME_API) : NULL;
+    Py_XDECREF(cap);
+    if (ours == NULL) return NULL;
+    api = *ours;
+    api.header.prev_api = NULL;
+    api.managed_tensor_from_py_object_no_sync = handing_from;
+    api.dltensor_from_py_object_no_sync = handing_peek;
+  }
+  return PyCapsule_New(&api, BRIDGE_NAME_API, NULL);
+}
+
 /* api_from_head(api, obj) -> obj through the first table of the capsule's
  * chain, whatever its major version: what a consumer that does not walk
  * prev_api does (for the kit's tests of such a consumer). */
@@ -611,6 +650,9 @@ static PyMethodDef driver_functions[] = {
     FAST("api_from_head", py_api_from_head,
          "api_from_head(api, obj, /)\n--\n\nobj through the first table of the exchange API's "
          "chain, whatever its major version (a consumer that does not walk prev_api)."),
+    {"handing_api", (PyCFunction)py_handing_api, METH_NOARGS,
+     "handing_api()\n--\n\nAn exchange API capsule whose managed_tensor_from_py_object_no_sync hands over, "
+     "unchecked, the DLManagedTensorVersioned at the object's `managed` address (a hostile producer)."},
     {"exchange_chain_calls", (PyCFunction)py_exchange_chain_calls, METH_NOARGS,
      "exchange_chain_calls()\n--\n\n(calls of exchange_chain's major 1 tables, calls of the others)."},
     {NULL, NULL, 0, NULL},

@@ -347,6 +347,12 @@ int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id) {
       return -1;
     }
     if (pair == NULL) return -1;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) { /* a subclass's to_dlpack() answers anything */
+      PyErr_Format(PyExc_TypeError, "%s: %.200s.to_dlpack() returned %R, not a (device_type, device_id) pair",
+                   names ? "device" : "dl_device", Py_TYPE(spec)->tp_name, pair);
+      Py_DECREF(pair);
+      return -1;
+    }
   }
   long t = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0)), i = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
   Py_DECREF(pair);

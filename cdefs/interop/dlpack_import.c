@@ -239,6 +239,8 @@ static PyObject *unpack_values(const parsed_t *p) {
  * once, when it dies; on any error the deleter runs at once. With unpack,
  * packed sub-byte values no packed dtype views are copied out (the deleter
  * runs at once) and *copied is set. */
+static PyObject *take_parsed(void *managed, int versioned, const parsed_t *pp, int *copied);
+
 static PyObject *take(void *managed, int versioned, int unpack, int *copied) {
   BUMP(STAT_IMPORTS);
   parsed_t p;
@@ -246,6 +248,12 @@ static PyObject *take(void *managed, int versioned, int unpack, int *copied) {
     bridge_dlpack_release(managed, versioned);
     return NULL;
   }
+  return take_parsed(managed, versioned, &p, copied);
+}
+
+/* take() of a managed tensor parse_managed accepted as `*pp`. */
+static PyObject *take_parsed(void *managed, int versioned, const parsed_t *pp, int *copied) {
+  parsed_t p = *pp;
   if (p.packed_bits) {
     PyObject *out = unpack_values(&p);
     bridge_dlpack_release(managed, versioned);
@@ -492,7 +500,8 @@ static int fall_back_or_fail(PyObject *x, PyObject *exc, PyTypeObject *tp, DLPac
   return -1;
 }
 
-int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out) {
+/* bridge_exchange_managed, with what parse_managed read of the tensor. */
+static int exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out, parsed_t *p) {
   PyTypeObject *tp = Py_TYPE(x);
   DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
   if (head == NULL) return -1;
@@ -501,10 +510,13 @@ int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorV
     return fall_back_or_fail(x, NULL, tp, head);
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
-    /* The producer's rules, with the dtype known; then, for CUDA, the
+    /* Checked as a capsule's tensor is, before anything reads it (every
+     * caller, bridge.convert's fast path too, gets only a valid one); then
+     * the producer's rules, with the dtype known; then, for CUDA, the
      * consumer's stream waits for the producer's (the API does no sync).
-     * A refusal or failure releases the tensor. */
-    if (refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0 || order_exchange(api, m) < 0) {
+     * A malformed tensor, a refusal or a failure releases the tensor. */
+    if (parse_managed(m, 1, 0, p) < 0 || refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0 ||
+        order_exchange(api, m) < 0) {
       PyObject *exc = bridge_fetch_error();
       bridge_dlpack_call_deleter(m, 1);
       bridge_restore_error(exc);
@@ -515,6 +527,11 @@ int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorV
     return 1;
   }
   return fall_back_or_fail(x, bridge_fetch_error(), tp, NULL);
+}
+
+int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out) {
+  parsed_t p;
+  return exchange_managed(api_capsule, x, out, &p);
 }
 
 PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m) {
@@ -531,8 +548,12 @@ PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m) {
  * (which applies the producer's own rules). */
 static PyObject *import_exchange(PyObject *api_capsule, PyObject *x) {
   DLManagedTensorVersioned *m = NULL;
-  int rc = bridge_exchange_managed(api_capsule, x, &m);
-  return rc > 0 ? bridge_dlpack_take_exchanged(m) : NULL;
+  parsed_t p;
+  if (exchange_managed(api_capsule, x, &m, &p) <= 0) return NULL;
+  BUMP(STAT_IMPORTS);
+  PyObject *out = take_parsed(m, 1, &p, NULL); /* parsed once, on receipt */
+  if (out != NULL && p.dev_type == kDLCUDA) ((TensorObject *)out)->storage->stream = bridge_current_stream();
+  return out;
 }
 
 PyObject *bridge_exchange_api_of(PyTypeObject *tp) { return exchange_api_of(tp); }

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 from bridge._native import ffi
-from handmade import Handmade, deleter_calls
+from handmade import MALFORMED, Handmade, deleter_calls
 from lifetimes import balanced, shrunk, snapshot
 from pycapsule import capsule_new
 
@@ -377,29 +377,7 @@ def test_handmade_zero_size_with_null_data():
     assert t.shape == (0, 3) and t.numel() == 0
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"major": 2}, "version 2"),
-        ({"ndim": -1}, "invalid ndim -1"),
-        ({"ndim": 1000}, "invalid ndim 1000"),
-        ({"lanes": 4}, "lanes=4"),
-        ({"code": 99, "bits": 8}, "code=99"),
-        ({"code": 2, "bits": 7}, r"\(code=2, bits=7, lanes=1\) has no bridge dtype"),
-        ({"code": 2, "bits": 12}, "byte-addressable"),
-        ({"null_shape": True}, "NULL shape"),
-        ({"null_strides": True}, "NULL strides"),
-        ({"data": False}, "NULL data"),
-        ({"shape": (2, -3)}, "negative size"),
-        ({"shape": (2, 3), "strides": (2**62, 1)}, "overflow"),
-        # hi - lo + 1 elements is 2**63: the extent itself overflows int64
-        ({"shape": (2**62, 2), "strides": (2, 1), "code": 1, "bits": 8}, "overflow"),
-        ({"shape": (2**62, 2), "strides": (-2, -1), "code": 1, "bits": 8}, "overflow"),
-        ({"shape": (2**61, 4), "strides": (4, 1), "bits": 64}, "overflow"),
-        ({"shape": (2, 2), "byte_offset": 2**64 - 8}, "overflow"),
-        ({"versioned": False, "shape": (2**40, 2**40), "null_strides": True}, "overflow"),
-    ],
-)
+@pytest.mark.parametrize("kwargs, match", MALFORMED)
 def test_malformed_capsules_raise_buffer_error_and_release(kwargs, match):
     h = Handmade(**kwargs)
     before = deleter_calls()

@@ -51,6 +51,32 @@ class Handmade:
         return _drivers.make_capsule(addr, int(self.versioned) if kind is None else kind)
 
 
+#: Malformed managed tensors: Handmade's keyword arguments, and what bridge's
+#: BufferError says of each. Every entry point meets them alike: a capsule for
+#: bridge.from_dlpack (tests/interop/test_dlpack.py), a producer's exchange API
+#: and a capsule for bridge.convert (tests/crossing/test_convert_hostile.py).
+MALFORMED: list[tuple[dict[str, object], str]] = [
+    ({"major": 2}, "version 2"),
+    ({"ndim": -1}, "invalid ndim -1"),
+    ({"ndim": 1000}, "invalid ndim 1000"),
+    ({"lanes": 4}, "lanes=4"),
+    ({"code": 99, "bits": 8}, "code=99"),
+    ({"code": 2, "bits": 7}, r"\(code=2, bits=7, lanes=1\) has no bridge dtype"),
+    ({"code": 2, "bits": 12}, "byte-addressable"),
+    ({"null_shape": True}, "NULL shape"),
+    ({"null_strides": True}, "NULL strides"),
+    ({"data": False}, "NULL data"),
+    ({"shape": (2, -3)}, "negative size"),
+    ({"shape": (2, 3), "strides": (2**62, 1)}, "overflow"),
+    # hi - lo + 1 elements is 2**63: the extent itself overflows int64
+    ({"shape": (2**62, 2), "strides": (2, 1), "code": 1, "bits": 8}, "overflow"),
+    ({"shape": (2**62, 2), "strides": (-2, -1), "code": 1, "bits": 8}, "overflow"),
+    ({"shape": (2**61, 4), "strides": (4, 1), "bits": 64}, "overflow"),
+    ({"shape": (2, 2), "byte_offset": 2**64 - 8}, "overflow"),
+    ({"versioned": False, "shape": (2**40, 2**40), "null_strides": True}, "overflow"),
+]
+
+
 def contig(shape):
     """C-order element strides of ``shape``."""
     out, acc = [], 1
