@@ -17,14 +17,16 @@ from typing import Literal, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
-from bridge.core.dtypes import get_dtype
+from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing.capabilities import Holds
 from bridge.crossing.destinations import resolve, resolve_type, take, taker
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
+from bridge.interop.arrow.imports import ArrowChunksError, ArrowNullsError
 from bridge.interop.dlpack import CapsuleType, from_dlpack, transfer
+from bridge.interop.numpy import frombuffer
 
 __all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnlyPolicy"]
 
@@ -35,10 +37,10 @@ class _Convert(Protocol):
     """The type of :func:`convert` (a C function: ``_C.convert``)."""
 
     @overload
-    def __call__(self, obj: object, to: type[_T], /, *, copy: bool | None = ...,
+    def __call__(self, obj: object, to: type[_T], *, copy: bool | None = ...,
                  readonly: ReadOnlyPolicy = ...) -> _T: ...  # fmt: skip
     @overload
-    def __call__(self, obj: object, to: object, /, *, copy: bool | None = ...,
+    def __call__(self, obj: object, to: object, *, copy: bool | None = ...,
                  readonly: ReadOnlyPolicy = ...) -> object: ...  # fmt: skip
 
 #: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
@@ -47,15 +49,18 @@ class _Convert(Protocol):
 #: ``"alignment"`` (its first element is not aligned as it requires),
 #: ``"read-only"`` (read-only memory into a destination that writes),
 #: ``"destination"`` (the destination copies every import), ``"unpack"`` (Arrow's
-#: bit-packed bools, one byte per value in bridge's copy). Views:
+#: bit-packed bools, one byte per value in bridge's copy), ``"concatenate"``
+#: (Arrow data in several chunks or batches, joined in bridge's copy),
+#: ``"byte-order"`` (a NumPy array of non-native byte order, swapped in
+#: bridge's copy), ``"value"`` (a NumPy scalar, made a 0-d tensor). Views:
 #: ``"dtype-view"`` (the dtype seen as ml_dtypes' type of the same bytes),
 #: ``"offset"`` (the view's offset folded into the data pointer for a
 #: destination that ignores ``byte_offset``), ``"alias"`` (read-only memory
 #: handed as a legacy capsule to a destination that never writes), and
 #: ``"read-only-share"`` (``readonly="share"``: shared with a destination
 #: that may write it).
-FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "dtype-view",
-                  "offset", "alias", "read-only-share"]  # fmt: skip
+FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "concatenate",
+                  "byte-order", "value", "dtype-view", "offset", "alias", "read-only-share"]  # fmt: skip
 #: ``convert(readonly=...)``: what read-only memory becomes in a destination
 #: that writes its tensors.
 ReadOnlyPolicy = Literal["copy", "error", "share"]
@@ -111,27 +116,105 @@ _UNPACK = Fix("unpack", "Arrow bools are bit-packed and a bool tensor holds one 
               "them into new memory", True)  # fmt: skip
 
 
+_VALUE = Fix("value", "a NumPy scalar is an immutable value, not memory to share: bridge makes a 0-d tensor of it",
+             True)  # fmt: skip
+
+#: Python values convert() refuses, in these words for every destination: it
+#: moves memory and does not choose dtypes (np.asarray and torch.tensor infer
+#: different ones from the same list).
+_PYTHON_VALUES = (list, tuple, int, float, complex)
+
 _ARROW_METHODS = ("__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")
 
 
+def _arrow_bools(obj: object) -> bool:
+    """Whether ``obj`` is Arrow's bit-packed bools (pyarrow's ``bool``,
+    polars' ``Boolean``; not the one-byte ``arrow.bool8``)."""
+    kind = getattr(obj, "type", None) if type(obj).__module__.startswith("pyarrow") else getattr(obj, "dtype", None)
+    return str(kind).lower() in ("bool", "boolean")
+
+
+def _chunks(obj: object) -> int:
+    """How many chunks a pyarrow ChunkedArray or a polars Series is in (1 for others)."""
+    n = getattr(obj, "num_chunks", None)
+    if n is None and callable(getattr(obj, "n_chunks", None)) and type(obj).__module__.startswith("polars"):
+        n = obj.n_chunks()  # type: ignore[attr-defined]
+    return n if isinstance(n, int) else 1
+
+
+def _concatenated(obj: object, what: str) -> tuple[Tensor, tuple[Fix, ...]]:
+    """The chunks of ``obj`` (``what`` says how many) joined into one new
+    tensor, and unpacked for bools."""
+    fix = Fix("concatenate", f"{what} and one tensor is one buffer: bridge concatenates them into new memory",
+              True)  # fmt: skip
+    return from_arrow(obj, copy=True), (fix, _UNPACK) if _arrow_bools(obj) else (fix,)
+
+
+def _nulls(obj: object, why: ArrowNullsError) -> ValueError:
+    """convert's refusal of data with nulls, naming the ways it does take."""
+    return ValueError(f"convert(): {why.args[0].split(';')[0]} and a tensor has no missing values: fill them "
+                      "first (pyarrow.compute.fill_null(x, value), polars' x.fill_null(value)), or split off the "
+                      "validity with bridge.from_arrow(x, with_mask=True), which returns (values, valid) tensors "
+                      "that convert takes")  # fmt: skip
+
+
 def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
-    """:func:`_import`, and the fix made while importing: Arrow's bit-packed
-    bools (which DLPack and a zero-copy Arrow import refuse) unpacked into a
-    copy, one byte per value."""
-    if type(obj).__module__.startswith("pyarrow") and str(getattr(obj, "type", "")) == "bool":
-        # (its __dlpack__ refuses bools with a TypeError, which reads as "no max_version")
-        return from_arrow(obj, copy=True), (_UNPACK,)
+    """:func:`_import`, and the fixes made while importing, each a copy:
+    Arrow's bit-packed bools (which DLPack and a zero-copy Arrow import
+    refuse) unpacked, one byte per value; Arrow data in several chunks
+    concatenated into one; a NumPy array of non-native byte order swapped; a
+    NumPy scalar made a 0-d tensor. Arrow nulls are a ValueError naming what
+    convert does take; tables (DataFrames, pyarrow Tables and RecordBatches)
+    a TypeError naming their columns."""
+    if _is_table(obj):  # its columns are not one array (and a 1-column one would lose a dim)
+        names = getattr(obj, "column_names", None)
+        cols = [str(c) for c in (getattr(obj, "columns", ()) if names is None else names)]
+        shown = ", ".join(repr(c) for c in cols[:5]) + (", ..." if len(cols) > 5 else "")
+        raise TypeError(f"convert(): a {type(obj).__module__.split('.')[0]}.{type(obj).__name__} is a table "
+                        f"({len(cols)} column{'s' if len(cols) != 1 else ''}: {shown}); convert takes one array: "
+                        f"pass one column (x[{cols[0] if cols else 'name'!r}])")  # fmt: skip
+    if isinstance(obj, np.generic):  # before the byte order: a scalar's is always native
+        return asarray(np.asarray(obj), copy=False), (_VALUE,)
+    if isinstance(obj, np.ndarray) and not obj.dtype.isnative:
+        return asarray(obj, copy=True), (Fix("byte-order", f"NumPy dtype {obj.dtype.str!r} has non-native byte "
+                                             "order and a tensor holds native values: bridge byte-swaps them into "
+                                             "new memory", True),)  # fmt: skip
     try:
-        return _import(obj), ()
-    except (TypeError, ValueError, BufferError):
-        if not any(hasattr(obj, m) for m in _ARROW_METHODS):
-            raise
+        if type(obj).__module__.startswith("pyarrow") and _arrow_bools(obj):
+            # (its __dlpack__ refuses bools with a TypeError, which reads as "no max_version")
+            chunks = _chunks(obj)
+            if chunks > 1:
+                return _concatenated(obj, f"the Arrow {type(obj).__name__} has {chunks} chunks")
+            return from_arrow(obj, copy=True), (_UNPACK,)
         try:
-            return from_arrow(obj, copy=False), ()  # its DLPack export refused what Arrow shares
-        except ValueError as why:
-            if "bit-packed" not in str(why):
+            return _import(obj), ()
+        except (TypeError, ValueError, BufferError):
+            if not any(hasattr(obj, m) for m in _ARROW_METHODS):
                 raise
-        return from_arrow(obj, copy=True), (_UNPACK,)
+            try:
+                return from_arrow(obj, copy=False), ()  # its DLPack export refused what Arrow shares
+            except ValueError as why:
+                if "bit-packed" not in str(why) or isinstance(why, (ArrowChunksError, ArrowNullsError)):
+                    raise
+            chunks = _chunks(obj)
+            if chunks > 1:
+                return _concatenated(obj, f"the Arrow data of a {type(obj).__name__} is in {chunks} chunks")
+            return from_arrow(obj, copy=True), (_UNPACK,)
+    except ArrowChunksError as why:
+        return _concatenated(obj, why.args[0].split(";")[0])
+    except ArrowNullsError as why:
+        raise _nulls(obj, why) from None
+
+
+_TABLES = ("DataFrame", "LazyFrame", "Table", "RecordBatch")
+
+
+def _is_table(obj: object) -> bool:
+    """Whether ``obj`` is a table of columns: the dataframe interchange
+    protocol, or a DataFrame/Table/RecordBatch of pandas, polars, pyarrow and
+    the like (polars 2 dropped ``__dataframe__``)."""
+    return hasattr(obj, "__dataframe__") or (type(obj).__name__ in _TABLES and
+                                             (hasattr(obj, "columns") or hasattr(obj, "column_names")))  # fmt: skip
 
 
 def _import(obj: object) -> Tensor:
@@ -144,6 +227,12 @@ def _import(obj: object) -> Tensor:
         return obj
     if isinstance(obj, np.ndarray):  # from_numpy: ml_dtypes types too, which NumPy's DLPack refuses
         return asarray(obj, copy=False)
+    if isinstance(obj, bytes):  # its bytes, read-only, as a bytearray's or a memoryview's are
+        return frombuffer(obj, dtype=uint8)
+    if isinstance(obj, _PYTHON_VALUES):
+        raise TypeError(f"convert(): a Python {type(obj).__name__} holds values, not memory; make an array of it "
+                        "first (np.asarray(x), torch.tensor(x), ...), which chooses its dtype: convert moves "
+                        "memory and chooses none")  # fmt: skip
     # (a producer may offer only the C exchange API: from_dlpack reads it, as the fast path does)
     if hasattr(obj, "__dlpack__") or hasattr(type(obj), "__dlpack_c_exchange_api__") or type(obj) is CapsuleType:
         return from_dlpack(obj)
@@ -312,6 +401,21 @@ def _alias(t: Tensor) -> Tensor:
     return alias
 
 
+def _unit_strides(t: Tensor) -> Tensor:
+    """``t`` with each dim of one element given the row-major stride it would
+    have after the dims that follow it (a view): such a stride says nothing,
+    and a destination may refuse a negative one (mlx). The C fast path hands
+    its tensors over the same way (BRIDGE_BUILD_UNIT_STRIDES)."""
+    strides = list(t.stride())
+    for d in range(t.ndim - 1, -1, -1):
+        if t.shape[d] == 1:
+            strides[d] = 1 if d == t.ndim - 1 else strides[d + 1] * max(t.shape[d + 1], 1)
+    if tuple(strides) == t.stride():
+        return t
+    out: Tensor = t.as_strided(t.shape, tuple(strides), t.storage_offset())
+    return out
+
+
 def _general(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> object:
     """convert()'s general path (the ``convert_slow`` up-call): every case the
     C fast path (``cdefs/crossing/convert.c``) does not finish, with ``obj``
@@ -325,6 +429,7 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     p = _plan(t, h, copy, readonly)
     if made:
         p = Plan(p.destination, made + p.fixes)
+    t = _unit_strides(t)
     if not p.fixes:
         return take(h, t)
     ours = [f for f in p.fixes if f.kind in _BRIDGE_COPIES]

@@ -71,13 +71,21 @@ def _by_type(to: type) -> Holds:
     root = to.__module__.split(".")[0]
     h = DESTINATIONS.get(_ROOTS.get(root, root))
     if h is not None and _importable(h.module):
+        known: list[tuple[str, type]] = []
         for path in h.types:
             try:
-                known = _dotted(path)
+                k = _dotted(path)
             except (ImportError, AttributeError):
                 continue
-            if isinstance(known, type) and (issubclass(to, known) or issubclass(known, to)):
-                return h
+            if isinstance(k, type):
+                known.append((path, k))
+        if any(issubclass(k, to) for _, k in known):  # one of its types, or a base of one (jax.Array)
+            return h
+        for path, k in known:
+            if issubclass(to, k):  # convert() returns the destination's own type, not a subclass of it
+                raise ValueError(f"convert(): to={to.__module__}.{to.__qualname__} is a subclass of {path}, and "
+                                 f"convert returns {h.result} objects, not the subclass: pass {path} (or "
+                                 f"{h.module}) and make the subclass from the result")  # fmt: skip
     raise _unknown(f"for type {to.__module__}.{to.__qualname__}")
 
 

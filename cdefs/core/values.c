@@ -256,7 +256,11 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
    * the GIL, split between threads) */
   int small = n * isz < (1 << 20);
   if (n && small) memcpy(s->data, t->storage->data + t->lo * isz, (size_t)(n * isz));
-  PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, t->strides,
+  /* contiguous_format: row-major strides, also for dims of one element (whose
+   * strides a contiguous view may carry from anywhere: x.flip(0)[:1]) */
+  int64_t rowmajor[BRIDGE_MAX_NDIM];
+  if (to_contiguous) bridge_contiguous_strides(t->ndim, t->shape, rowmajor);
+  PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, to_contiguous ? rowmajor : t->strides,
                                     n ? t->offset - t->lo : 0, GEOM_DERIVED);
   Py_DECREF(s);
   if (out != NULL && !small && bridge_copy_tensor((TensorObject *)out, t) < 0) Py_CLEAR(out);

@@ -176,7 +176,7 @@ static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj,
   if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
   if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, (PyObject *)t);
   if (d->take == TAKE_NUMPY) return ndarray_of(t);
-  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, 0, 1);
+  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, BRIDGE_BUILD_UNIT_STRIDES, 1);
   return m ? take_managed(d, m) : NULL;
 }
 
@@ -235,17 +235,53 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
 static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value;
 
 /* convert(obj, to, *, copy=None, readonly="copy") */
+static PyObject *str_obj_kw, *str_to_kw, *kwnames_of[4]; /* kwnames_of: (), (copy,), (readonly,), both */
+
 static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs != 2) { /* the general path's error */
-    PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
-    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  /* The signature's own checks, in Python's words (the general path has a
+   * name of its own). obj and to may come as keywords too: then the call is
+   * laid out again as (obj, to, copy=..., readonly=...). */
+  if (nargs > 2)
+    return PyErr_Format(PyExc_TypeError, "convert() takes 2 positional arguments but %zd were given", nargs);
+  PyObject *pos[2] = {nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL}, *kw[2] = {NULL, NULL};
+  int moved = 0;
+  for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    PyObject **slot = name == str_copy_kw || PyUnicode_Compare(name, str_copy_kw) == 0           ? &kw[0]
+                      : name == str_readonly_kw || PyUnicode_Compare(name, str_readonly_kw) == 0 ? &kw[1]
+                      : PyUnicode_Compare(name, str_obj_kw) == 0                                  ? &pos[0]
+                      : PyUnicode_Compare(name, str_to_kw) == 0                                   ? &pos[1]
+                                                                                                  : NULL;
+    if (PyErr_Occurred()) return NULL;
+    if (slot == NULL) return PyErr_Format(PyExc_TypeError, "convert() got an unexpected keyword argument '%U'", name);
+    if (*slot != NULL)
+      return PyErr_Format(PyExc_TypeError, "convert() got multiple values for argument '%U'", name);
+    *slot = value;
+    moved |= slot == &pos[0] || slot == &pos[1];
+  }
+  if (pos[0] == NULL || pos[1] == NULL)
+    return PyErr_Format(PyExc_TypeError, "convert() missing %d required positional argument%s: %s",
+                        (pos[0] == NULL) + (pos[1] == NULL), pos[0] == NULL && pos[1] == NULL ? "s" : "",
+                        pos[0] == NULL && pos[1] == NULL ? "'obj' and 'to'" : pos[0] == NULL ? "'obj'" : "'to'");
+  PyObject *laid[4];
+  if (moved) {
+    int which = (kw[0] != NULL) | (kw[1] != NULL) << 1;
+    Py_ssize_t n = 2;
+    laid[0] = pos[0];
+    laid[1] = pos[1];
+    if (kw[0]) laid[n++] = kw[0];
+    if (kw[1]) laid[n++] = kw[1];
+    args = laid;
+    nargs = 2;
+    nargsf = 2;
+    kwnames = which ? kwnames_of[which] : NULL;
   }
   for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    int plain = (name == str_copy_kw && value == Py_None) ||
-                (name == str_readonly_kw && PyUnicode_Check(value) &&
+    int plain = (PyUnicode_Compare(name, str_copy_kw) == 0 && value == Py_None) ||
+                (PyUnicode_Compare(name, str_readonly_kw) == 0 && PyUnicode_Check(value) &&
                  (value == str_copy_value || PyUnicode_Compare(value, str_copy_value) == 0));
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
@@ -396,10 +432,14 @@ static PyMethodDef crossing_functions[] = {
 
 int bridge_crossing_init(PyObject *mod) {
   if (!(registry = PyDict_New()) || !(str_copy_kw = PyUnicode_InternFromString("copy")) ||
+      !(str_obj_kw = PyUnicode_InternFromString("obj")) || !(str_to_kw = PyUnicode_InternFromString("to")) ||
       !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
+    return -1;
+  if (!(kwnames_of[1] = PyTuple_Pack(1, str_copy_kw)) || !(kwnames_of[2] = PyTuple_Pack(1, str_readonly_kw)) ||
+      !(kwnames_of[3] = PyTuple_Pack(2, str_copy_kw, str_readonly_kw)))
     return -1;
   return PyModule_AddFunctions(mod, crossing_functions);
 }

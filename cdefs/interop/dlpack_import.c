@@ -558,7 +558,7 @@ static PyObject *import_exchange(PyObject *api_capsule, PyObject *x) {
 
 PyObject *bridge_exchange_api_of(PyTypeObject *tp) { return exchange_api_of(tp); }
 
-static PyObject *str_dlpack_device, *str_dl_device, *str_copy, *str_stream;
+static PyObject *str_dlpack_device, *str_dl_device, *str_copy, *str_stream, *str_keyword;
 
 /* 1 when x.__dlpack_device__() names CUDA, 0 otherwise (or when x has none:
  * __dlpack__ then says what is wrong), -1 on error. NumPy arrays are always
@@ -587,6 +587,21 @@ static int producer_on_cuda(PyObject *x) {
  * rule: ask __dlpack_device__ first). Retried with no keywords on TypeError
  * (producers older than the 2023 signature): *keywords_taken is then 0 and
  * *stream_passed 0. Returns the capsule. */
+/* Whether the pending TypeError is a signature's refusal of a keyword
+ * (Python's, Cython's and C's own messages say "keyword"): an older producer,
+ * asked again with none. Any other TypeError is the producer's answer (pyarrow
+ * refuses nulls and strings with one): retrying would only repeat it, behind a
+ * warning of the producer's about the legacy call. */
+static int about_keywords(void) {
+  PyObject *exc = bridge_fetch_error();
+  PyObject *msg = exc ? PyObject_Str(exc) : NULL;
+  Py_ssize_t at = msg ? PyUnicode_Find(msg, str_keyword, 0, PY_SSIZE_T_MAX, 1) : -1;
+  Py_XDECREF(msg);
+  PyErr_Clear(); /* (a failing str() or find: not about keywords) */
+  bridge_restore_error(exc);
+  return at >= 0;
+}
+
 static PyObject *ask_producer_on(PyObject *x, PyObject *dl_device, PyObject *copy, int cuda,
                                  int *keywords_taken, uintptr_t *stream_passed) {
   if (cuda < 0) return NULL;
@@ -632,7 +647,7 @@ static PyObject *ask_producer_on(PyObject *x, PyObject *dl_device, PyObject *cop
       return PyErr_Format(PyExc_TypeError, "%.200s does not support DLPack (no __dlpack__ method)",
                           Py_TYPE(x)->tp_name);
     }
-    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) || !about_keywords()) return NULL;
     PyErr_Clear();
     *keywords_taken = 0;
     *stream_passed = 0;
@@ -863,6 +878,7 @@ int bridge_dlpack_import_init(PyObject *mod) {
       !(str_requires_grad = PyUnicode_InternFromString("requires_grad")) ||
       !(str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__")) ||
       !(str_dl_device = PyUnicode_InternFromString("dl_device")) ||
+      !(str_keyword = PyUnicode_InternFromString("keyword")) ||
       !(str_copy = PyUnicode_InternFromString("copy")) ||
       !(str_stream = PyUnicode_InternFromString("stream")) ||
       !(str_dlpack = PyUnicode_InternFromString("__dlpack__")) ||

@@ -93,6 +93,9 @@ PyObject *bridge_exchange_api_of(PyTypeObject *tp);
  * work ordered: 1 with *out (the caller owns it); 0 with no exception when
  * the caller should ask x.__dlpack__ instead; -1 with an exception. */
 int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out);
+/* A flag of bridge_dlpack_build's (not DLPack's, never exported): strides of
+ * dims of one element handed over as row-major ones. */
+#define BRIDGE_BUILD_UNIT_STRIDES (1ULL << 63)
 /* bridge_dlpack_take of a tensor from bridge_exchange_managed (its CUDA
  * memory then ordered on the consumer's stream). */
 PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m);

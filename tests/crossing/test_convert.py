@@ -310,7 +310,7 @@ def test_unknown_destinations_list_the_installed_ones(monkeypatch: pytest.Monkey
 
 
 def test_objects_bridge_cannot_import_are_a_type_error() -> None:
-    for bad in (object(), [1, 2, 3], 3.5, "text"):
+    for bad in (object(), "text"):
         with pytest.raises(TypeError, match="cannot import"):
             bridge.convert(bad, np)
 
@@ -384,10 +384,11 @@ def test_arrow_bools_are_unpacked_in_one_named_copy(make: str) -> None:
         x: object = pl.Series([True, False, True])
     else:
         x = pa.array([True, False, True]) if make == "pa-array" else pa.chunked_array([[True], [False, True]])
-    assert [f.kind for f in plan(x, "numpy").fixes] == ["unpack"]
+    kinds = ["concatenate", "unpack"] if make == "pa-chunked" else ["unpack"]  # its two chunks: one copy
+    assert [f.kind for f in plan(x, "numpy").fixes] == kinds
     with pytest.warns(bridge.CopyWarning) as caught:
         out = bridge.convert(x, "numpy")
-    assert caught[0].message.kind == "unpack"  # type: ignore[union-attr]
+    assert caught[0].message.kind == kinds[0]  # type: ignore[union-attr]
     assert out.dtype == bool and out.tolist() == [True, False, True] and out.flags.writeable
     with pytest.raises(BufferError, match="bit-packed"):
         bridge.convert(x, "numpy", copy=False)

@@ -32,6 +32,17 @@ from bridge.interop.arrow.types import (
 )
 
 
+class ArrowNullsError(ValueError):
+    """Arrow data with nulls, which no tensor holds (a ValueError; bridge.convert
+    names its own ways around it)."""
+
+
+class ArrowChunksError(ValueError):
+    """Arrow data in several chunks or batches, which no one tensor shares (a
+    ValueError; ``copy=True`` concatenates them, as bridge.convert does with
+    a named copy)."""
+
+
 def _device_of(dev_type: int, dev_id: int) -> device:
     if dev_type == _ARROW_CPU:
         return CPU
@@ -65,7 +76,7 @@ def _check_array(arr: Any, n_buffers: int, what: str) -> tuple[int, int, tuple[i
     if length < 0 or offset < 0:
         raise ValueError(f"{what} has a negative length ({length}) or offset ({offset})")
     if null_count != 0 and not (null_count == -1 and buffers[0] == 0):
-        raise ValueError(
+        raise ArrowNullsError(
             f"{what} has {'some' if null_count < 0 else null_count} nulls; a tensor has no "
             "missing values (pass with_mask=True to get the validity mask as a copy)"
         )
@@ -240,7 +251,7 @@ def _one_chunk(parts: list[Any], what: str, unit: str, *, copy: bool, with_mask:
     if len(parts) == 1:
         return parts[0]
     if not copy or not parts:
-        raise ValueError(
+        raise (ArrowChunksError if parts else ValueError)(
             f"the Arrow {what} has {len(parts)} {unit}; a zero-copy tensor needs exactly one "
             + ("" if not parts else "(pass copy=True to concatenate them into new memory)")
         )
