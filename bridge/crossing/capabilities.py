@@ -69,7 +69,10 @@ class Holds:
     ``zero_strides`` (broadcast views), ``byte_offset`` (whether it honours
     DLPack's ``byte_offset``: bridge's exports always fold the offset into the
     data pointer), ``alignment`` (bytes the first element must be aligned to,
-    0 for none); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_width`` (whether
+    0 for none), ``element_aligned`` (the dtypes whose first element must be
+    aligned to the whole element's size: torch's and paddle's complex kernels
+    crash on complex128 aligned to 8 bytes; Arrow asks every buffer to be
+    aligned to its item size); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_width`` (whether
     it holds N-d tensors whose rows have no elements, a zero-size dim after the first).
 
     Memory: ``readonly`` (:data:`ReadOnly`), ``capsule`` (:data:`Capsule`),
@@ -100,7 +103,14 @@ class Holds:
     devices: frozenset[str]
     dtypes: frozenset[str]
     dtype_views: frozenset[str] = frozenset()
+    element_aligned: frozenset[str] = frozenset()
     note: str = ""
+
+    def alignment_of(self, name: str, itemsize: int) -> int:
+        """The bytes a tensor of dtype ``name`` (``itemsize`` bytes an element)
+        must start at a multiple of, to be held as it is (1: any address)."""
+        need = itemsize if name in self.element_aligned else 1
+        return max(need, self.alignment, 1)
 
     def holds_dtype(self, name: str) -> bool:
         """Whether the destination holds dtype ``name`` (as is or as a view)."""
@@ -128,9 +138,10 @@ _TABLE = (
            note="refuses bfloat16, float8/6/4 (RuntimeError): viewed through ml_dtypes instead"),
     _holds("torch", "torch", "torch.from_dlpack", "torch.Tensor", ("torch.Tensor",),
            negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
-           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_TORCH,
+           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_TORCH, element_aligned=_COMPLEX,
            note="aborts the process on negative strides; refuses a non-zero byte_offset (ValueError); writes "
-                "through read-only memory"),
+                "through read-only memory; its complex kernels crash (SIGSEGV) on complex128 aligned to 8 "
+                "bytes, not 16"),
     _holds("jax", "jax", "jax.dlpack.from_dlpack", "jax.Array", ("jax.Array", "jaxlib._jax.ArrayImpl"),
            strides="compact", negative_strides=False, zero_strides=False, alignment=64,
            readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,
@@ -139,9 +150,9 @@ _TABLE = (
                 "capsules only; 64-bit dtypes only with jax_enable_x64 (else int64 arrives as int32)"),
     _holds("paddle", "paddle", "paddle.from_dlpack", "paddle.Tensor", ("paddle.Tensor",),
            negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
-           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_OCP,
+           dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_OCP, element_aligned=_COMPLEX,
            note="ignores byte_offset; fails on negative strides (a bogus allocation); writes through "
-                "read-only memory"),
+                "read-only memory; its complex kernels crash (SIGSEGV) on complex128 aligned to 8 bytes"),
     _holds("tvm_ffi", "tvm_ffi", "tvm_ffi.from_dlpack", "tvm_ffi.Tensor", ("tvm_ffi.Tensor",),
            devices=_CPU_CUDA, dtypes=_BASE | {"bfloat16"} | _FLOAT8_ALL,
            note="every layout; no complex; writable result over read-only memory"),
@@ -155,12 +166,13 @@ _TABLE = (
            note="refuses strides that are not row-major, and complex; asks for legacy capsules"),
     _holds("pyarrow", "pyarrow", "bridge.arrow.to_array / to_fixed_shape_tensor", "pyarrow.Array",
            ("pyarrow.Array",), strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False,
-           readonly="keeps", capsule="none", dtypes=_BASE,
+           readonly="keeps", capsule="none", dtypes=_BASE, element_aligned=_BASE,
            note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch); Arrow "
-                "data is immutable"),
+                "data is immutable and aligned to its item size"),
     _holds("polars", "polars", "polars.Series over bridge.arrow.to_array", "polars.Series", ("polars.Series",),
            strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False, max_ndim=2,
            zero_width=False, readonly="never-writes", capsule="none", dtypes=_BASE - {"bool"},
+           element_aligned=_BASE - {"bool"},
            note="1-d as a Series, 2-d as an Array column; booleans are bits in polars (no bool); its Arrow "
                 "import panics on rows of zero elements"),
     _holds("tensorflow", "tensorflow", "tensorflow.experimental.dlpack.from_dlpack", "tensorflow.Tensor",
@@ -191,6 +203,14 @@ def _dtype_cell(h: Holds) -> str:
     return kept
 
 
+def _alignment_cell(h: Holds) -> str:
+    parts = [str(h.alignment)] if h.alignment else []
+    if h.element_aligned:
+        parts.append("item size" if h.element_aligned == h.dtypes else
+                     "element for " + ", ".join(sorted(h.element_aligned)))  # fmt: skip
+    return "; ".join(parts) or "-"
+
+
 def markdown_table() -> str:
     """The table as Markdown: one row per destination, one column per
     capability (what ``docs/convert.md`` shows between its
@@ -201,7 +221,7 @@ def markdown_table() -> str:
     for h in _TABLE:
         rows.append(
             f"| {h.name} | `{h.importer}` | {h.strides} | {_yes(h.negative_strides)} | {_yes(h.zero_strides)} | "
-            f"{_yes(h.byte_offset)} | {h.alignment or '-'} | {_yes(h.zero_d)} | "
+            f"{_yes(h.byte_offset)} | {_alignment_cell(h)} | {_yes(h.zero_d)} | "
             f"{'any' if h.max_ndim is None else '<= ' + str(h.max_ndim)} | {h.readonly} | {h.capsule} | "
             f"{'never (copies)' if h.always_copies else 'yes'} | {', '.join(sorted(h.devices))} | "
             f"{_dtype_cell(h)} |"

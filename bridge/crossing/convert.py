@@ -311,9 +311,11 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
     layout = _layout_problem(t, h)
     if layout:  # (a zero-size tensor has no bytes to share: re-laying it out copies nothing)
         fixes.append(Fix("layout", layout, t.numel() > 0))
-    if h.alignment and t.numel() and t.data_ptr() % h.alignment:
-        fixes.append(Fix("alignment", f"{h.name} needs its data {h.alignment}-byte aligned; this view starts at "
-                                      f"{t.data_ptr() % h.alignment} bytes past a boundary", True))  # fmt: skip
+    align = h.alignment_of(t.dtype.name, t.itemsize)
+    if align > 1 and t.numel() and t.data_ptr() % align:
+        whole = f" (whole {t.dtype.name} elements)" if align > h.alignment else ""
+        fixes.append(Fix("alignment", f"{h.name} needs its data {align}-byte aligned{whole}; this view starts at "
+                                      f"{t.data_ptr() % align} bytes past a boundary", True))  # fmt: skip
     if not fixes and not t.is_readonly and not h.always_copies and (h.byte_offset or not t.storage_offset()):
         return _as_is(h.name)  # the common case, without building a plan
     copied = any(f.copies for f in fixes)
@@ -464,6 +466,7 @@ def _register(to: object, h: Holds) -> None:
         "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment,
         "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
         "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
+        "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
     }  # fmt: skip
     if h.name == "bridge":
         _C.convert_register(to, None, spec)

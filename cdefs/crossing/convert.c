@@ -39,6 +39,7 @@ typedef struct {
   int64_t alignment;        /* 0: none */
   int ndtypes;
   uint32_t dtypes[MAX_DTYPES]; /* code | bits << 8 | lanes << 16 */
+  uint8_t element_aligned[MAX_DTYPES]; /* dtypes[i]'s first element must be aligned to its size */
 } destination;
 
 static PyObject *registry; /* `to` -> capsule of a destination */
@@ -80,6 +81,7 @@ static int holds(const destination *d, const view *v) {
   int i = 0;
   while (i < d->ndtypes && d->dtypes[i] != key) i++;
   if (i == d->ndtypes) return 0;
+  if (d->element_aligned[i] && (uintptr_t)v->data % ((uint64_t)v->dtype.bits / 8 * v->dtype.lanes)) return 0;
   /* row-major, or strides the record takes; a dim of one element has any stride */
   int64_t expect = 1;
   int row_major = 1;
@@ -313,6 +315,15 @@ static int flag(PyObject *spec, const char *key, int *out) {
   return 0;
 }
 
+/* A (code, bits, lanes) triple's key. */
+static int dtype_of(PyObject *triple, uint32_t *key) {
+  int code, bits, lanes;
+  if (!PyArg_ParseTuple(triple, "iii", &code, &bits, &lanes)) return -1;
+  DLDataType t = {(uint8_t)code, (uint8_t)bits, (uint16_t)lanes};
+  *key = dtype_key(t);
+  return 0;
+}
+
 /* convert_register(to, take, spec): see the method's docstring. */
 static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
@@ -333,14 +344,23 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
     PyErr_SetString(PyExc_ValueError, "convert_register(): spec['dtypes'] is a tuple of at most 64 triples");
     goto fail;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dtypes); i++) {
-    DLDataType t;
-    int code, bits, lanes;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(dtypes, i), "iii", &code, &bits, &lanes)) goto fail;
-    t.code = (uint8_t)code;
-    t.bits = (uint8_t)bits;
-    t.lanes = (uint16_t)lanes;
-    d->dtypes[d->ndtypes++] = dtype_key(t);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dtypes); i++)
+    if (dtype_of(PyTuple_GET_ITEM(dtypes, i), &d->dtypes[d->ndtypes++]) < 0) goto fail;
+  PyObject *aligned = PyDict_GetItemString(spec, "element_aligned"); /* a subset of dtypes */
+  if (aligned == NULL || !PyTuple_Check(aligned)) {
+    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] is a tuple of triples");
+    goto fail;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(aligned); i++) {
+    uint32_t key;
+    int k = 0;
+    if (dtype_of(PyTuple_GET_ITEM(aligned, i), &key) < 0) goto fail;
+    while (k < d->ndtypes && d->dtypes[k] != key) k++;
+    if (k == d->ndtypes) {
+      PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] names a dtype not in dtypes");
+      goto fail;
+    }
+    d->element_aligned[k] = 1;
   }
   if (take == Py_None) {
     d->take = TAKE_BRIDGE;
@@ -422,7 +442,8 @@ static PyMethodDef crossing_functions[] = {
      "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict\n"
      "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
      "byte_offset, zero_d, max_ndim (-1: any), readonly, alignment, dtypes (a tuple of (code,\n"
-     "bits, lanes)). ValueError/TypeError for a malformed spec."},
+     "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
+     "size). ValueError/TypeError for a malformed spec."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
      "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
     {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
