@@ -89,7 +89,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_view
   tests/interop/test_dlpack_v13.py tests/interop/test_arrow_device_stream.py \
   tests/interop/test_cuda_stream_protocol.py tests/crossing/test_convert_fast.py \
   tests/crossing/test_convert_hostile.py tests/crossing/test_convert_inputs.py \
-  tests/crossing/test_convert_alignment.py \
+  tests/crossing/test_convert_alignment.py tests/crossing/test_convert_sources.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses and not jax"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)

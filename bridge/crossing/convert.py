@@ -21,10 +21,10 @@ from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing.capabilities import Holds
-from bridge.crossing.destinations import resolve, resolve_type, take, taker
+from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
-from bridge.interop.arrow.imports import ArrowChunksError, ArrowNullsError
+from bridge.interop.arrow.imports import ArrowChunksError, ArrowNullsError, concatenate
 from bridge.interop.dlpack import CapsuleType, from_dlpack, transfer
 from bridge.interop.numpy import frombuffer
 
@@ -142,11 +142,14 @@ def _chunks(obj: object) -> int:
     return n if isinstance(n, int) else 1
 
 
-def _concatenated(obj: object, what: str) -> tuple[Tensor, tuple[Fix, ...]]:
+def _concatenated(obj: object, what: str, parts: list[Tensor] | None = None) -> tuple[Tensor, tuple[Fix, ...]]:
     """The chunks of ``obj`` (``what`` says how many) joined into one new
-    tensor, and unpacked for bools."""
+    tensor, and unpacked for bools: the ``parts`` already read where there
+    are (a one-shot stream cannot be read again), else read anew."""
     fix = Fix("concatenate", f"{what} and one tensor is one buffer: bridge concatenates them into new memory",
               True)  # fmt: skip
+    if parts:
+        return concatenate(parts), (fix,)
     return from_arrow(obj, copy=True), (fix, _UNPACK) if _arrow_bools(obj) else (fix,)
 
 
@@ -188,6 +191,8 @@ def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
             return from_arrow(obj, copy=True), (_UNPACK,)
         try:
             return _import(obj), ()
+        except (ArrowChunksError, ArrowNullsError):
+            raise  # (read already: a one-shot stream cannot be read again)
         except (TypeError, ValueError, BufferError):
             if not any(hasattr(obj, m) for m in _ARROW_METHODS):
                 raise
@@ -201,7 +206,7 @@ def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
                 return _concatenated(obj, f"the Arrow data of a {type(obj).__name__} is in {chunks} chunks")
             return from_arrow(obj, copy=True), (_UNPACK,)
     except ArrowChunksError as why:
-        return _concatenated(obj, why.args[0].split(";")[0])
+        return _concatenated(obj, why.args[0].split(";")[0], why.parts)
     except ArrowNullsError as why:
         raise _nulls(obj, why) from None
 
@@ -454,12 +459,16 @@ _C._register("convert_slow", _general)
 def _register(to: object, h: Holds) -> None:
     """Hand the C fast path destination ``to``: what ``h`` holds with no fix,
     and how to give it a tensor (its C exchange API, else its import).
-    Destinations whose record depends on settings (jax), that copy every
-    import, or that hold no host memory (CuPy: every source the fast path
-    finishes is host memory, which they need moved) are left to the general
-    path."""
-    if h.name == "jax" or h.always_copies or "cpu" not in h.devices:
+    jax's record depends on a setting (``jax_enable_x64``): the fast path
+    gets the dtypes it holds either way, and the general path the 64-bit ones
+    (which it checks against the setting at each call). Destinations that
+    copy every import, or that hold no host memory (CuPy: every source the
+    fast path finishes is host memory, which they need moved) are left to the
+    general path."""
+    if h.always_copies or "cpu" not in h.devices:
         return
+    if h.name == "jax":
+        h = narrowed(h)
     spec = {
         "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
         "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,

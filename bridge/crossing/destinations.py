@@ -114,8 +114,19 @@ def current(h: Holds) -> Holds:
         import jax
 
         if not jax.config.jax_enable_x64:
-            return dataclasses.replace(h, dtypes=h.dtypes - WIDE)
+            return narrowed(h)
     return h
+
+
+_NARROWED: dict[str, Holds] = {}
+
+
+def narrowed(h: Holds) -> Holds:
+    """``h`` without the 64-bit dtypes (jax without ``jax_enable_x64``), made once."""
+    out = _NARROWED.get(h.name)
+    if out is None or out.dtypes != h.dtypes - WIDE:
+        out = _NARROWED[h.name] = dataclasses.replace(h, dtypes=h.dtypes - WIDE)
+    return out
 
 
 def take(h: Holds, t: Tensor) -> object:

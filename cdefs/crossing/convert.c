@@ -19,6 +19,7 @@
 #include "interop/interop.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY };
 enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
@@ -182,7 +183,46 @@ static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj,
   return m ? take_managed(d, m) : NULL;
 }
 
-static PyObject *str_dlpack_method, *str_arrow_array;
+static PyObject *str_dlpack_method, *str_arrow_array, *str_arrow_stream;
+
+/* jaxlib's array type (by name: jax is not imported for this). */
+static int is_jax_array(PyTypeObject *tp) {
+  static PyTypeObject *seen;
+  if (tp == seen) return 1;
+  const char *n = tp->tp_name;
+  if (strncmp(n, "jaxlib.", 7) != 0 || strlen(n) < 10 || strcmp(n + strlen(n) - 10, ".ArrayImpl") != 0) return 0;
+  seen = tp;
+  return 1;
+}
+
+/* An Arrow array's values into one registered destination: straight to
+ * NumPy's C API or the destination's exchange API when it holds them as they
+ * are (read-only, 1-d), else as a bridge tensor (which the general path fixes). */
+static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
+                          PyObject *kwnames) {
+  bridge_arrow_values av;
+  int got = bridge_arrow_values_of(obj, &av);
+  if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  view v = {av.data, 0, {kDLCPU, 0}, av.dtype, 1, &av.length, NULL, 1};
+  if ((d->take == TAKE_NUMPY || d->take == TAKE_API) && holds(d, &v)) {
+    PyObject *out;
+    int64_t stride = 1;
+    if (d->take == TAKE_NUMPY) {
+      out = bridge_numpy_array_over(av.guard, av.data, av.dtype, 1, &av.length, &stride, 1);
+    } else {
+      DLManagedTensorVersioned *m = bridge_dlpack_build_owned(av.guard, av.data, v.device, av.dtype, 1, &av.length,
+                                                              &stride, DLPACK_FLAG_BITMASK_READ_ONLY);
+      out = m ? take_managed(d, m) : NULL;
+    }
+    Py_DECREF(av.guard);
+    return out;
+  }
+  PyObject *t = bridge_arrow_values_tensor(&av);
+  if (t == NULL) return NULL;
+  PyObject *out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
+  Py_DECREF(t);
+  return out;
+}
 
 /* The fast path into one registered destination. */
 static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
@@ -209,11 +249,23 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     if (api == NULL) return NULL;
     if (api != Py_None) {
       got = bridge_exchange_managed(api, obj, &m);
-    } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL && _PyType_Lookup(tp, str_arrow_array) == NULL) {
-      /* (Arrow arrays go to the general path: pyarrow's __dlpack__ refuses
-       * its bit-packed bools, which the general path unpacks) */
-      /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */
-      PyObject *t = bridge_dlpack_ask(obj, 0);
+    } else if (_PyType_Lookup(tp, str_arrow_array) != NULL ||
+               (_PyType_Lookup(tp, str_arrow_stream) != NULL && _PyType_Lookup(tp, str_dlpack_method) == NULL)) {
+      /* Arrow (pyarrow, nanoarrow, polars): a plain primitive array is read
+       * here; bit-packed bools, nulls, chunks, nested types go to the general
+       * path, which names the fix or the refusal */
+      return arrow_to(d, obj, args, nargsf, kwnames);
+    } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
+      /* a jax array on the host: its buffer (the buffer protocol waits for the
+       * array to be computed, as its __dlpack__ does; read-only), without
+       * jax's Python __dlpack__ and __dlpack_device__; on a GPU it refuses
+       * (CPU buffers only) and DLPack is asked instead */
+      PyObject *t = is_jax_array(tp) ? bridge_buffer_tensor(obj) : NULL;
+      if (t == NULL) {
+        PyErr_Clear();
+        /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */
+        t = bridge_dlpack_ask(obj, 0);
+      }
       if (t == NULL) { /* the general path explains it, or imports it another way (Arrow's bools) */
         PyErr_Clear();
         return general(obj, args, nargsf, kwnames);
@@ -456,6 +508,7 @@ int bridge_crossing_init(PyObject *mod) {
       !(str_obj_kw = PyUnicode_InternFromString("obj")) || !(str_to_kw = PyUnicode_InternFromString("to")) ||
       !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
+      !(str_arrow_stream = PyUnicode_InternFromString("__arrow_c_stream__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
     return -1;

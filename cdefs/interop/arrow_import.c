@@ -4,8 +4,9 @@
  * last bridge view lets go. The structs are described to
  * bridge.interop.arrow as tuples, which turns them into tensors with
  * _C.from_memory; every count a producer sets is bounded before it is
- * trusted. bridge.from_arrow is here too (pyarrow's plain primitive arrays
- * go through pyarrow's DLPack export, in C). */
+ * trusted. bridge.from_arrow is here too: a plain primitive array (a number
+ * type without nulls, one chunk) is viewed here, in C, and bridge.convert
+ * reads Arrow sources the same way (bridge_arrow_values_of). */
 
 #include "interop.h"
 
@@ -401,33 +402,171 @@ done:
   return result;
 }
 
-/* --------------------------------------------------------- from_arrow */
+/* ------------------------------------------------ primitive arrays, in C */
 
-/* pyarrow's primitive array classes, by type name (pyarrow is not imported
- * to ask): those go through pyarrow's own DLPack export, in C. */
-static int is_pyarrow_primitive(PyTypeObject *tp) {
-  static const char *names[] = {"Int8Array", "UInt8Array", "Int16Array", "UInt16Array",
-                                "Int32Array", "UInt32Array", "Int64Array", "UInt64Array",
-                                "HalfFloatArray", "FloatArray", "DoubleArray", NULL};
-  const char *n = tp->tp_name;
-  if (strncmp(n, "pyarrow.lib.", 12) != 0) return 0;
-  for (const char **p = names; *p; p++)
-    if (strcmp(n + 12, *p) == 0) return 1;
+/* The one-character formats of Arrow's fixed-width numbers, as DLPack types:
+ * what a primitive array's values buffer holds, element for element. */
+static int primitive_type(const char *fmt, DLDataType *out) {
+  if (fmt == NULL || fmt[0] == 0 || fmt[1] != 0) return 0;
+  static const struct {
+    char f;
+    uint8_t code, bits;
+  } table[] = {{'c', kDLInt, 8},    {'C', kDLUInt, 8},  {'s', kDLInt, 16},   {'S', kDLUInt, 16},
+               {'i', kDLInt, 32},   {'I', kDLUInt, 32}, {'l', kDLInt, 64},   {'L', kDLUInt, 64},
+               {'e', kDLFloat, 16}, {'f', kDLFloat, 32}, {'g', kDLFloat, 64}};
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (table[i].f == fmt[0]) {
+      out->code = table[i].code;
+      out->bits = table[i].bits;
+      out->lanes = 1;
+      return 1;
+    }
   return 0;
 }
+
+/* Whether (s, a) is a plain primitive array bridge views as it is: a number
+ * format with no metadata (no extension type), children or dictionary; two
+ * buffers, no nulls, a non-negative length and offset. Anything else is the
+ * general path's (bridge.interop.arrow), which explains what it refuses. */
+static int plain_primitive(const struct ArrowSchema *s, const struct ArrowArray *a, DLDataType *dt) {
+  if (s->release == NULL || a->release == NULL || !primitive_type(s->format, dt)) return 0;
+  if (s->metadata != NULL || s->n_children != 0 || s->dictionary != NULL) return 0;
+  if (a->n_buffers != 2 || a->buffers == NULL || a->n_children != 0 || a->dictionary != NULL) return 0;
+  if (a->length < 0 || a->offset < 0) return 0;
+  if (a->null_count != 0 && !(a->null_count == -1 && a->buffers[0] == NULL)) return 0;
+  return a->length == 0 || a->buffers[1] != NULL;
+}
+
+/* Move (s, a), a plain primitive array of `dt`, into a new guard and
+ * describe its values: 1 with *p filled (p->guard a new reference); -1 with
+ * an exception (the structs are then released). */
+static int take_primitive(struct ArrowSchema *s, struct ArrowArray *a, DLDataType dt, bridge_arrow_values *p) {
+  arrow_guard_t *g;
+  PyObject *guard = new_guard(&g);
+  if (guard == NULL) {
+    a->release(a);
+    s->release(s);
+    return -1;
+  }
+  g->schema = *s; /* move: bitwise copy, then mark the source released */
+  s->release = NULL;
+  g->array = *a;
+  a->release = NULL;
+  int64_t isz = dt.bits / 8, skip;
+  uintptr_t data;
+  if (__builtin_mul_overflow(g->array.offset, isz, &skip) ||
+      __builtin_add_overflow((uintptr_t)g->array.buffers[1], (uintptr_t)skip, &data) ||
+      __builtin_mul_overflow(g->array.length, isz, &p->nbytes) ||
+      (g->array.length > 0 && data > UINTPTR_MAX - (uintptr_t)p->nbytes)) {
+    Py_DECREF(guard);
+    PyErr_SetString(PyExc_ValueError, "Arrow array's offset and length put its values past the 64-bit "
+                                      "address space (the offset or length is corrupt)");
+    return -1;
+  }
+  p->guard = guard;
+  p->data = (char *)data;
+  p->dtype = dt;
+  p->length = g->array.length;
+  return 1;
+}
+
+/* Whether each __arrow_c_stream__() of tp's objects is a new stream over the
+ * same data (polars' Series, pyarrow's ChunkedArray): what is read here and
+ * not taken is read again by the general path. A one-shot stream (a
+ * RecordBatchReader, a generator's) is left to the general path whole. */
+static int restreamable(PyTypeObject *tp) {
+  static PyTypeObject *known[2];
+  if (tp == known[0] || tp == known[1]) return 1;
+  int chunked = strcmp(tp->tp_name, "pyarrow.lib.ChunkedArray") == 0;
+  if (!chunked && strcmp(tp->tp_name, "Series") == 0) { /* a Python class: its module says whose */
+    PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    chunked = mod != NULL && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "polars.series.series") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+  }
+  if (chunked) known[known[0] != NULL] = tp;
+  return chunked;
+}
+
+int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p) {
+  static PyObject *str_array, *str_stream;
+  if (str_array == NULL && !(str_array = PyUnicode_InternFromString("__arrow_c_array__"))) return -1;
+  if (str_stream == NULL && !(str_stream = PyUnicode_InternFromString("__arrow_c_stream__"))) return -1;
+  PyTypeObject *tp = Py_TYPE(obj);
+  DLDataType dt;
+  if (_PyType_Lookup(tp, str_array) != NULL) {
+    PyObject *pair = PyObject_CallMethodNoArgs(obj, str_array);
+    if (pair == NULL) return -1;
+    struct ArrowSchema *s = NULL;
+    struct ArrowArray *a = NULL;
+    if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+      s = (struct ArrowSchema *)capsule_struct(PyTuple_GET_ITEM(pair, 0), BRIDGE_NAME_ARROW_SCHEMA, "schema");
+      a = s ? (struct ArrowArray *)capsule_struct(PyTuple_GET_ITEM(pair, 1), BRIDGE_NAME_ARROW_ARRAY, "array")
+            : NULL;
+      PyErr_Clear(); /* (a malformed answer: the general path explains) */
+    }
+    int rc = s && a && plain_primitive(s, a, &dt) ? take_primitive(s, a, dt, p) : 0;
+    Py_DECREF(pair); /* the capsules release what was not moved */
+    return rc;
+  }
+  if (_PyType_Lookup(tp, str_stream) == NULL || !restreamable(tp)) return 0;
+  PyObject *cap = PyObject_CallMethodNoArgs(obj, str_stream);
+  if (cap == NULL) return -1;
+  struct ArrowArrayStream *src = (struct ArrowArrayStream *)capsule_struct(cap, BRIDGE_NAME_ARROW_STREAM, "stream");
+  if (src == NULL || src->release == NULL) {
+    PyErr_Clear();
+    Py_DECREF(cap);
+    return 0;
+  }
+  any_stream st;
+  memset(&st, 0, sizeof st);
+  st.plain = *src; /* drained here: one schema, one array, then the end */
+  src->release = NULL;
+  Py_DECREF(cap);
+  struct ArrowSchema schema;
+  struct ArrowDeviceArray first, next;
+  memset(&schema, 0, sizeof schema);
+  memset(&first, 0, sizeof first);
+  memset(&next, 0, sizeof next);
+  int rc = 0;
+  if (any_get_schema(&st, &schema) == 0 && any_get_next(&st, &first) == 0 && first.array.release != NULL &&
+      any_get_next(&st, &next) == 0 && next.array.release == NULL && plain_primitive(&schema, &first.array, &dt)) {
+    rc = take_primitive(&schema, &first.array, dt, p);
+  }
+  /* what was not taken (a second chunk, another type, a failed call: the general path's) */
+  if (next.array.release != NULL) next.array.release(&next.array);
+  if (first.array.release != NULL) first.array.release(&first.array);
+  if (schema.release != NULL) schema.release(&schema);
+  any_release(&st);
+  return rc;
+}
+
+PyObject *bridge_arrow_values_tensor(bridge_arrow_values *p) {
+  DTypeObject *dt = bridge_dtype_from_dlpack(p->dtype.code, p->dtype.bits, p->dtype.lanes);
+  StorageObject *s = dt ? bridge_storage_new(p->data, p->nbytes, kDLCPU, 0, p->guard, 1) : NULL;
+  Py_CLEAR(p->guard); /* the storage holds it now */
+  if (s == NULL) return NULL;
+  int64_t shape[1] = {p->length}, strides[1] = {1};
+  PyObject *out = bridge_tensor_new(s, dt, 1, shape, strides, 0, GEOM_USER);
+  Py_DECREF(s);
+  return out;
+}
+
+/* --------------------------------------------------------- from_arrow */
 
 static PyObject *py_from_arrow(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf,
                                PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs == 1 && kwnames == NULL && is_pyarrow_primitive(Py_TYPE(args[0]))) {
-    /* pyarrow refuses arrays with nulls (ArrowTypeError, a TypeError): the
-     * general path then explains, or honours with_mask */
-    PyObject *out = bridge_dlpack_ask(args[0], 1); /* Arrow arrays are host memory */
-    if (out != NULL) return out;
-    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
-      return NULL;
-    PyErr_Clear();
+  if (nargs == 1 && kwnames == NULL) {
+    /* a plain primitive array (pyarrow, nanoarrow, polars; a stream of one
+     * chunk), read here as bridge.convert reads it; everything else (nulls,
+     * bools, chunks, nested and extension types, pyarrow's other objects) is
+     * the general path's, which explains or honours with_mask and copy */
+    bridge_arrow_values av;
+    int got = bridge_arrow_values_of(args[0], &av);
+    if (got < 0) return NULL;
+    if (got > 0) return bridge_arrow_values_tensor(&av);
   }
   PyObject *general = bridge_upcall(UP_ARROW_IMPORT);
   return general ? PyObject_Vectorcall(general, args, nargsf, kwnames) : NULL;

@@ -42,6 +42,11 @@ PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id);
  * built-in types in native byte order with strides of whole elements and
  * no empty dim (the general importers take those). No exception either way. */
 int bridge_numpy_describe(PyObject *x, DLTensor *out, int64_t *shape, int64_t *strides, int *readonly);
+/* A bridge tensor over obj's buffer (the buffer protocol: host memory,
+ * read-only when the buffer is), holding the export until the last view
+ * dies; NULL with the exporter's error, or a BufferError for a format or
+ * layout with no tensor form (non-native byte order, records). */
+PyObject *bridge_buffer_tensor(PyObject *obj);
 /* A new ndarray over host memory (strides in elements) whose base is
  * `owner`, through NumPy's C API: the zero-copy way into NumPy without a
  * capsule. BufferError for a dtype NumPy has no built-in type for. */
@@ -111,6 +116,21 @@ extern const char BRIDGE_NAME_API[];
  * version chain (the header, then header.prev_api, ...), or NULL when the
  * chain has none (the consumer then falls back to __dlpack__). */
 DLPackExchangeAPI *bridge_exchange_api_known(DLPackExchangeAPIHeader *h);
+/* The values of a plain primitive Arrow array (a number type, no nulls, host
+ * memory), its structs moved into `guard`, which releases them once. */
+typedef struct {
+  PyObject *guard; /* owns the structs (a new reference) */
+  char *data;      /* the first value */
+  int64_t length, nbytes;
+  DLDataType dtype;
+} bridge_arrow_values;
+/* obj's values through its __arrow_c_array__ or __arrow_c_stream__ (of one
+ * chunk): 1 with *p; 0 when obj is not such an array (no exception; what it
+ * handed over is released, and the general path reads obj again); -1 with an
+ * exception. */
+int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p);
+/* A read-only 1-d bridge tensor over *p's values (taking p->guard). */
+PyObject *bridge_arrow_values_tensor(bridge_arrow_values *p);
 /* The Arrow PyCapsule interface's capsule names, written once (arrow_export.c). */
 extern const char BRIDGE_NAME_ARROW_SCHEMA[], BRIDGE_NAME_ARROW_ARRAY[], BRIDGE_NAME_ARROW_DEVICE_ARRAY[],
     BRIDGE_NAME_ARROW_STREAM[], BRIDGE_NAME_ARROW_DEVICE_STREAM[];

@@ -361,6 +361,85 @@ PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, in
   return arr;
 }
 
+/* ------------------------------------------------- buffers, in C */
+
+/* The DLPack type of a native struct-module format of `itemsize` bytes
+ * ("f", "<d", "=q", "Zf", "?"), as PEP 3118 writes them; 0 for anything else
+ * (non-native byte order, records, pointers: the general importers explain). */
+static int buffer_type(const char *fmt, Py_ssize_t itemsize, DLDataType *out) {
+  if (fmt == NULL) fmt = "B";
+  if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN)) fmt++;
+  int complex = *fmt == 'Z';
+  fmt += complex;
+  if (fmt[0] == 0 || fmt[1] != 0 || itemsize <= 0 || itemsize > 16) return 0;
+  uint8_t code;
+  switch (fmt[0]) {
+    case '?': code = kDLBool; break;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': code = kDLInt; break;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': code = kDLUInt; break;
+    case 'e': case 'f': case 'd': code = complex ? kDLComplex : kDLFloat; break;
+    default: return 0;
+  }
+  if (complex && code != kDLComplex) return 0;
+  out->code = code;
+  out->bits = (uint8_t)(itemsize * 8);
+  out->lanes = 1;
+  return 1;
+}
+
+static const char BUFFER_NAME[] = "bridge.buffer_export";
+
+static void buffer_release(PyObject *cap) {
+  Py_buffer *view = (Py_buffer *)PyCapsule_GetPointer(cap, BUFFER_NAME);
+  if (view == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  PyBuffer_Release(view);
+  free(view);
+}
+
+PyObject *bridge_buffer_tensor(PyObject *obj) {
+  Py_buffer *view = (Py_buffer *)malloc(sizeof *view);
+  if (view == NULL) return PyErr_NoMemory();
+  if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
+    free(view);
+    return NULL;
+  }
+  PyObject *owner = PyCapsule_New(view, BUFFER_NAME, buffer_release);
+  if (owner == NULL) {
+    PyBuffer_Release(view);
+    free(view);
+    return NULL;
+  }
+  DLDataType dt;
+  DTypeObject *dtype = buffer_type(view->format, view->itemsize, &dt) ? bridge_dtype_from_dlpack(dt.code, dt.bits, 1)
+                                                                      : NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM], nbytes, offset;
+  uintptr_t start;
+  int ok = dtype != NULL && view->ndim >= 0 && view->ndim <= BRIDGE_MAX_NDIM && (view->ndim == 0 || view->shape);
+  for (int i = 0; ok && i < view->ndim; i++) {
+    Py_ssize_t bstride = view->strides ? view->strides[i] : 0;
+    shape[i] = view->shape[i];
+    ok = shape[i] >= 0 && bstride % view->itemsize == 0;
+    strides[i] = bstride / view->itemsize;
+  }
+  if (ok && view->ndim > 0 && view->strides == NULL) bridge_contiguous_strides(view->ndim, shape, strides);
+  if (!ok || bridge_foreign_span((uintptr_t)view->buf, view->ndim, shape, strides, dtype->itemsize, &start, &nbytes,
+                                 &offset) < 0) {
+    PyErr_Format(PyExc_BufferError, "%.200s's buffer (format %.50s) has no zero-copy tensor form here",
+                 Py_TYPE(obj)->tp_name, view->format ? view->format : "B");
+    Py_DECREF(owner);
+    return NULL;
+  }
+  StorageObject *st = bridge_storage_new((char *)start, nbytes, kDLCPU, 0, owner, view->readonly);
+  Py_DECREF(owner);
+  if (st == NULL) return NULL;
+  PyObject *out = bridge_tensor_new(st, dtype, view->ndim, shape, strides, offset, GEOM_USER);
+  Py_DECREF(st);
+  return out;
+}
+
 /* ------------------------------------------------------------ from_numpy */
 
 static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {

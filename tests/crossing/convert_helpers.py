@@ -5,11 +5,15 @@ NumPy array, and how they make a source of each library."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 import bridge
+from bridge.core.native import _C
+from bridge.crossing import convert as conv
 
 
 def address(dest: str, r: Any) -> int | None:
@@ -79,3 +83,20 @@ def importable(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+@contextmanager
+def spy() -> Iterator[list[object]]:
+    """Record each call of the general path (the convert_slow up-call)."""
+    calls: list[object] = []
+    general = conv._general
+
+    def recording(*args: Any, **kwargs: Any) -> object:
+        calls.append(args[0] if args else kwargs.get("obj"))
+        return general(*args, **kwargs)
+
+    _C._register("convert_slow", recording)
+    try:
+        yield calls
+    finally:
+        _C._register("convert_slow", general)

@@ -15,11 +15,11 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pytest
+from convert_helpers import spy
 
 import bridge
 from bridge.core.native import _C, stats
@@ -124,23 +124,6 @@ def values(x: object) -> np.ndarray[Any, Any]:
     if mod == "onnxruntime":
         return np.array(x.numpy())  # type: ignore[attr-defined]
     return np.array(x)
-
-
-@contextmanager
-def spy() -> Iterator[list[object]]:
-    """Record each call of the general path (the convert_slow up-call)."""
-    calls: list[object] = []
-    general = conv._general
-
-    def recording(*args: Any, **kwargs: Any) -> object:
-        calls.append(args[0] if args else kwargs.get("obj"))
-        return general(*args, **kwargs)
-
-    _C._register("convert_slow", recording)
-    try:
-        yield calls
-    finally:
-        _C._register("convert_slow", general)
 
 
 def outcome(fn: Callable[[], object], src: object) -> dict[str, Any]:

@@ -40,7 +40,18 @@ class ArrowNullsError(ValueError):
 class ArrowChunksError(ValueError):
     """Arrow data in several chunks or batches, which no one tensor shares (a
     ValueError; ``copy=True`` concatenates them, as bridge.convert does with
-    a named copy)."""
+    a named copy). ``parts``: the chunks read, zero-copy, so that a one-shot
+    stream need not be read again to join them."""
+
+    def __init__(self, message: str, parts: list[Tensor]) -> None:
+        super().__init__(message)
+        self.parts = parts
+
+
+def concatenate(parts: list[Tensor]) -> Tensor:
+    """The tensors (chunks of one Arrow type, so of one dtype and row shape)
+    stacked along dim 0 into new, writable memory."""
+    return _concat(parts)
 
 
 def _device_of(dev_type: int, dev_id: int) -> device:
@@ -251,10 +262,11 @@ def _one_chunk(parts: list[Any], what: str, unit: str, *, copy: bool, with_mask:
     if len(parts) == 1:
         return parts[0]
     if not copy or not parts:
-        raise (ArrowChunksError if parts else ValueError)(
-            f"the Arrow {what} has {len(parts)} {unit}; a zero-copy tensor needs exactly one "
-            + ("" if not parts else "(pass copy=True to concatenate them into new memory)")
-        )
+        message = (f"the Arrow {what} has {len(parts)} {unit}; a zero-copy tensor needs exactly one "
+                   + ("" if not parts else "(pass copy=True to concatenate them into new memory)"))  # fmt: skip
+        if not parts:
+            raise ValueError(message)
+        raise ArrowChunksError(message, parts if not with_mask else [p[0] for p in parts])
     if with_mask:
         return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
     return _concat(parts)
