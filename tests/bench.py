@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -433,6 +434,50 @@ def convert_pair_rows() -> list[Row]:
     return rows
 
 
+def convert_source_rows() -> list[Row]:
+    """``bridge.convert(x, numpy)`` from the sources data pipelines start with
+    (pyarrow, polars, nanoarrow, jax on the host, mlx, tvm-ffi, onnxruntime)
+    beside the source library's own best zero-copy route to NumPy, in the
+    numpy column (issue 32: at most 1.0x it). Each route is checked to share
+    the source's memory."""
+    a = np.arange(256, dtype=np.float32)
+    routes: list[tuple[str, Any, Callable[[Any], Any], str]] = []
+    try:
+        import pyarrow as pa
+
+        routes += [("pyarrow", pa.array(a), lambda x: x.to_numpy(zero_copy_only=True), "to_numpy(zero_copy_only)"),
+                   ("pyarrow ChunkedArray", pa.chunked_array([pa.array(a)]),
+                    lambda x: x.chunk(0).to_numpy(zero_copy_only=True), "chunk(0).to_numpy(zero_copy_only)")]  # fmt: skip
+    except ImportError:
+        pa = None
+    for name, make, own, how in (
+        ("polars", "polars:Series", lambda x: x.to_numpy(), "to_numpy()"),
+        ("nanoarrow", "nanoarrow:c_array", lambda x: np.from_dlpack(x) if hasattr(x, "__dlpack__") else None,
+         "np.from_dlpack"),
+        ("jax", "jax.numpy:asarray", lambda x: np.asarray(x), "np.asarray"),
+        ("mlx", "mlx.core:array", lambda x: np.asarray(x), "np.asarray"),
+        ("tvm_ffi", "tvm_ffi:from_dlpack", lambda x: np.from_dlpack(x), "np.from_dlpack"),
+        ("onnxruntime", "onnxruntime:OrtValue.from_dlpack", lambda x: x.numpy(), ".numpy()"),
+    ):  # fmt: skip
+        module, attr = make.split(":")
+        try:
+            lib = importlib.import_module(module)
+        except ImportError:
+            continue
+        fn: Any = lib
+        for part in attr.split("."):
+            fn = getattr(fn, part)
+        src = fn(pa.array(a) if name == "nanoarrow" and pa is not None else a)
+        if name == "nanoarrow" and own(src) is None:
+            continue
+        routes.append((name, src, own, how))
+    rows = []
+    for name, src, own, how in routes:
+        rows.append(Row(f"convert({name}, numpy) | {how}", lambda x=src: bridge.convert(x, np),
+                        lambda x=src, own=own: own(x), None, target=1.0, target_vs="numpy"))  # fmt: skip
+    return rows
+
+
 IMPORT_STATEMENTS = {"bridge": "import bridge", "numpy": "import numpy", "torch": "import torch"}
 
 
@@ -518,6 +563,7 @@ GROUPS: list[Callable[[], list[Row]]] = [
     arrow_rows,
     convert_rows,
     convert_pair_rows,
+    convert_source_rows,
 ]
 
 
