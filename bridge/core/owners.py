@@ -42,6 +42,7 @@ import threading
 import weakref
 
 from bridge._native import ffi
+from bridge.core.native import _C
 
 __all__ = ["ARENA_NBYTES", "ARENA_SLICE_MAX", "BufferExport", "CudaArrayInterfaceOwner", "FileMapping",
            "SharedMemoryBlock", "address_of", "shared_block"]  # fmt: skip
@@ -59,16 +60,18 @@ class BufferExport:
     the exporter (a ``bytearray``, an ``mmap``, ...) cannot resize or close
     under it."""
 
-    __slots__ = ("pin", "view")
+    __slots__ = ("_address", "export", "readonly")
 
     def __init__(self, view: memoryview) -> None:
-        self.view = view
-        self.pin = ffi.from_buffer(view, require_writable=False)
+        # A C capsule holds the export (_C.buffer_export): the garbage collector
+        # clears a memoryview in a cycle even while it has exports, and the views
+        # of its bytes in that cycle then point into released memory.
+        self.export, self._address, self.readonly = _C.buffer_export(view)
 
     @property
     def address(self) -> int:
         """The first byte's address."""
-        return int(ffi.cast("uintptr_t", self.pin))
+        return self._address
 
 
 class CudaArrayInterfaceOwner:

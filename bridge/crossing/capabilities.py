@@ -72,7 +72,9 @@ class Holds:
     0 for none), ``element_aligned`` (the dtypes whose first element must be
     aligned to the whole element's size: torch's and paddle's complex kernels
     crash on complex128 aligned to 8 bytes; Arrow asks every buffer to be
-    aligned to its item size); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_width`` (whether
+    aligned to its item size), ``nd_bool`` (whether it holds bool tensors of
+    more than one dim: pyarrow's FixedShapeTensor of ``arrow.bool8`` values
+    is not one pyarrow reads as a tensor); ``zero_d``; ``max_ndim`` (None: no limit); ``zero_width`` (whether
     it holds N-d tensors whose rows have no elements, a zero-size dim after the first).
 
     Memory: ``readonly`` (:data:`ReadOnly`), ``capsule`` (:data:`Capsule`),
@@ -104,6 +106,7 @@ class Holds:
     dtypes: frozenset[str]
     dtype_views: frozenset[str] = frozenset()
     element_aligned: frozenset[str] = frozenset()
+    nd_bool: bool = True
     note: str = ""
 
     def alignment_of(self, name: str, itemsize: int) -> int:
@@ -151,7 +154,8 @@ _TABLE = (
     _holds("paddle", "paddle", "paddle.from_dlpack", "paddle.Tensor", ("paddle.Tensor",),
            negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
            dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_OCP, element_aligned=_COMPLEX,
-           note="ignores byte_offset; fails on negative strides (a bogus allocation); writes through "
+           note="ignores byte_offset; fails on negative strides (a bogus allocation); holds uint16/32/64 "
+                "but has no kernels for them (its uint16 prints as paddle.bfloat16); writes through "
                 "read-only memory; its complex kernels crash (SIGSEGV) on complex128 aligned to 8 bytes"),
     _holds("tvm_ffi", "tvm_ffi", "tvm_ffi.from_dlpack", "tvm_ffi.Tensor", ("tvm_ffi.Tensor",),
            devices=_CPU_CUDA, dtypes=_BASE | {"bfloat16"} | _FLOAT8_ALL,
@@ -166,9 +170,10 @@ _TABLE = (
            note="refuses strides that are not row-major, and complex; asks for legacy capsules"),
     _holds("pyarrow", "pyarrow", "bridge.arrow.to_array / to_fixed_shape_tensor", "pyarrow.Array",
            ("pyarrow.Array",), strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False,
-           readonly="keeps", capsule="none", dtypes=_BASE, element_aligned=_BASE,
-           note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch); Arrow "
-                "data is immutable and aligned to its item size"),
+           readonly="keeps", capsule="none", dtypes=_BASE, element_aligned=_BASE, nd_bool=False,
+           note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch; not bool, "
+                "whose arrow.bool8 values pyarrow's tensor API refuses); Arrow data is immutable and aligned "
+                "to its item size"),
     _holds("polars", "polars", "polars.Series over bridge.arrow.to_array", "polars.Series", ("polars.Series",),
            strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False, max_ndim=2,
            zero_width=False, readonly="never-writes", capsule="none", dtypes=_BASE - {"bool"},

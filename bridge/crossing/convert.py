@@ -238,11 +238,13 @@ def _import(obj: object) -> Tensor:
         raise TypeError(f"convert(): a Python {type(obj).__name__} holds values, not memory; make an array of it "
                         "first (np.asarray(x), torch.tensor(x), ...), which chooses its dtype: convert moves "
                         "memory and chooses none")  # fmt: skip
+    # Arrow objects by their Arrow structs, before their DLPack (pyarrow's __dlpack__ of a
+    # FixedShapeTensorArray ignores the values' offset and most permutations: wrong values)
+    if any(hasattr(obj, m) for m in _ARROW_METHODS):
+        return from_arrow(obj)
     # (a producer may offer only the C exchange API: from_dlpack reads it, as the fast path does)
     if hasattr(obj, "__dlpack__") or hasattr(type(obj), "__dlpack_c_exchange_api__") or type(obj) is CapsuleType:
         return from_dlpack(obj)
-    if any(hasattr(obj, m) for m in ("__arrow_c_array__", "__arrow_c_stream__", "__arrow_c_device_array__")):
-        return from_arrow(obj)
     if type(obj).__module__.split(".")[0] == "pyarrow":  # pyarrow Buffers, Tensors, ...
         return from_arrow(obj)
     try:
@@ -279,6 +281,8 @@ def _refuse_shape(t: Tensor, h: Holds) -> None:
         raise BufferError(f"convert(): {h.name} cannot hold a 0-d tensor (reshape(1) it)")
     if h.max_ndim is not None and t.ndim > h.max_ndim:
         raise BufferError(f"convert(): {h.name} holds at most {h.max_ndim} dims, got a {t.ndim}-d tensor")
+    if not h.nd_bool and t.ndim > 1 and t.dtype.name == "bool":
+        raise BufferError(f"convert(): {h.name} holds bool tensors of one dim only, got a {t.ndim}-d one")
     if not h.zero_width and t.ndim > 1 and 0 in t.shape[1:]:
         raise BufferError(f"convert(): {h.name} cannot hold rows of no elements (shape {tuple(t.shape)})")
     if t.device.type not in h.devices and not _reachable(t, h):
@@ -413,6 +417,9 @@ def _unit_strides(t: Tensor) -> Tensor:
     have after the dims that follow it (a view): such a stride says nothing,
     and a destination may refuse a negative one (mlx). The C fast path hands
     its tensors over the same way (BRIDGE_BUILD_UNIT_STRIDES)."""
+    if t.numel() == 0:  # no bytes: any stride is a row-major one's equal (mlx refuses negative ones)
+        rowmajor = _C.contiguous_strides(t.shape)
+        return t if t.stride() == rowmajor else t.as_strided(t.shape, rowmajor, t.storage_offset())
     strides = list(t.stride())
     for d in range(t.ndim - 1, -1, -1):
         if t.shape[d] == 1:
@@ -472,7 +479,7 @@ def _register(to: object, h: Holds) -> None:
     spec = {
         "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
         "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
-        "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment,
+        "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment, "nd_bool": h.nd_bool,
         "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
         "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
         "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),

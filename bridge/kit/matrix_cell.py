@@ -2,12 +2,15 @@
 what came back (:func:`run_cell`).
 
 The checks, in order: the consumer takes the object or refuses it with an
-exception type the protocols allow; the values are equal bit for bit; a
-read-only source does not come back writable; the result's address tells
-zero-copy from copy (a zero-size tensor is ``empty``: it has no bytes to
-share); and bridge's DLPack/Arrow counters balance once the consumer's object
-dies. Why a copy copied is told after the run, from the consumer's other
-cells (:func:`bridge.kit.matrix_grid.copy_reasons`).
+exception type the protocols allow; the values are equal bit for bit, read
+back and, where the library has a kernel to run on its result
+(:attr:`~bridge.kit.matrix_peers.Consumer.compute`), computed (a library may
+take memory its kernels fault on); a read-only source does not come back
+writable; the result's address tells zero-copy from copy (a zero-size tensor
+is ``empty``: it has no bytes to share); and bridge's DLPack/Arrow counters
+balance once the consumer's object dies. Why a copy copied is told after the
+run, from the consumer's other cells
+(:func:`bridge.kit.matrix_grid.copy_reasons`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 from bridge.kit.matrix_grid import ALIGNMENT, Cell
 from bridge.kit.matrix_peers import Consumer, NotMade, arrow_address, produce
 
-__all__ = ["run_cell"]
+__all__ = ["run_cell", "address_alignment"]
 
 # The types a refusal may have (the array API's Raises for from_dlpack and
 # __dlpack__, PEP 3118's BufferError; subclasses such as pyarrow's ArrowInvalid
@@ -211,10 +214,15 @@ def _poke_value(expected: np.ndarray[Any, Any]) -> Any:
     return (not bool(first)) if expected.dtype == bool else (first + 1).item()
 
 
-def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None = None) -> Cell:
-    """Run one exchange and fill in its verdict, detail, rule and path
-    (``on_made`` is called once the producer has made its object, before the
-    consumer runs)."""
+def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None = None,
+             on_compute: Callable[[], None] | None = None) -> Cell:  # fmt: skip
+    """Run one exchange and fill in its verdict, detail, rule and path, and
+    how the producer's first element is aligned (``on_made`` is called once
+    the producer has made its object and its address is read, before the
+    consumer runs: a crash after it is the consumer's, and the cell already
+    says its alignment; ``on_compute`` before the consumer's library computes
+    on its result, :attr:`Consumer.compute`, so that a crash there is told as
+    one)."""
     try:
         obj, expected = produce(cell.producer, cell.dtype, cell.layout, cell.readonly)
     except NotMade as e:
@@ -224,8 +232,6 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.verdict = "n/a"
         cell.detail = f"{cell.producer} refused to make it: {type(e).__name__}: {str(e)[:100]}"
         return cell
-    if on_made is not None:
-        on_made()
     speaks = _SPEAKS.get(cell.protocol)
     if speaks is not None and not speaks(obj) and not (
         cell.protocol == "arrow" and isinstance(obj, np.ndarray)  # Arrow consumers take buffers
@@ -233,6 +239,11 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.verdict, cell.detail = "n/a", f"{cell.producer} does not speak {cell.protocol}"
         return cell
     src_addr = _producer_address(obj)
+    if src_addr is not None:
+        cell.aligned = src_addr % ALIGNMENT == 0
+        cell.alignment = address_alignment(src_addr)
+    if on_made is not None:
+        on_made()
     gc.collect(0)  # settle earlier cells' objects before counting this one's
     before = _counters()
     api_before = _api_counters()
@@ -246,7 +257,7 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
             calls.remove()
     if calls is not None:
         cell.path = _path(cell, obj, calls, api_before)
-    judged = _judge(cell, consumer, obj, result, expected, src_addr)
+    judged = _judge(cell, consumer, obj, result, expected, src_addr, on_compute)
     del result  # the producer stays alive: only the consumer's references must go
     if consumer.told is not None:
         reason, said = consumer.told()
@@ -312,7 +323,7 @@ def _raised_in(e: BaseException) -> str:
 
 
 def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.ndarray[Any, Any],
-           src_addr: int | None) -> Cell:  # fmt: skip
+           src_addr: int | None, on_compute: Callable[[], None] | None = None) -> Cell:  # fmt: skip
     """The checks on a result the consumer returned, in the order the rules go."""
     try:
         got = np.asarray(consumer.values(result))
@@ -336,7 +347,7 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
             arrived, unnamed = cell.dtype, f"{type(e).__name__}: {str(e)[:80]}"
         if arrived != cell.dtype:
             return _violate(cell, "dtype", f"{cell.dtype} arrived as {arrived}")
-    judged = _judge_memory(cell, consumer, obj, result, got, expected, src_addr)
+    judged = _judge_memory(cell, consumer, obj, result, got, expected, src_addr, on_compute)
     if unnamed and judged.verdict in ("zero-copy", "copy", "empty"):
         judged.verdict = "unverified"
         judged.detail = f"the values crossed, but the result's dtype is not readable: {unnamed}"
@@ -344,9 +355,11 @@ def _judge(cell: Cell, consumer: Consumer, obj: Any, result: Any, expected: np.n
 
 
 def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np.ndarray[Any, Any],
-                  expected: np.ndarray[Any, Any], src_addr: int | None) -> Cell:  # fmt: skip
+                  expected: np.ndarray[Any, Any], src_addr: int | None,
+                  on_compute: Callable[[], None] | None = None) -> Cell:  # fmt: skip
     """The checks after the dtype's, on the values ``got`` read back: shape,
-    values, read-only, and the address that tells zero-copy from copy."""
+    values, the values the library's own kernels compute from the result,
+    read-only, and the address that tells zero-copy from copy."""
     if got.shape != expected.shape:
         return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
@@ -358,6 +371,9 @@ def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np
         cell.verdict = "empty"
         cell.detail = cell.detail or "zero-size tensor: no bytes to share, shape and dtype intact"
         return cell
+    miscomputed = _computed_wrong(cell, consumer, result, expected, on_compute)
+    if miscomputed:
+        return miscomputed
     if cell.readonly:
         broken = _read_only_broken(cell, consumer, obj, result, expected)
         if broken:
@@ -366,8 +382,6 @@ def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np
         dst_addr = consumer.address(result)
     except Exception:
         dst_addr = None
-    if src_addr is not None:
-        cell.aligned = src_addr % ALIGNMENT == 0
     if src_addr is None or dst_addr is None:
         cell.verdict = "unverified"
         cell.detail = cell.detail or "addresses not observable; values equal"
@@ -380,6 +394,32 @@ def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np
         if cell.detail.startswith("read-only lost"):
             cell.detail = ""  # a copy is new memory: writable is right
     return cell
+
+
+def address_alignment(address: int) -> int:
+    """The largest power of two, up to :data:`ALIGNMENT`, that ``address`` is
+    a multiple of (a null address counts as aligned)."""
+    return min(address & -address, ALIGNMENT) if address else ALIGNMENT
+
+
+def _computed_wrong(cell: Cell, consumer: Consumer, result: Any, expected: np.ndarray[Any, Any],
+                    on_compute: Callable[[], None] | None) -> Cell | None:  # fmt: skip
+    """The consumer's library computes on its result (:attr:`Consumer.compute`)
+    and must find the values the result holds: other values break the values
+    rule (the library misreads the memory it took), and a fault there ends the
+    process as the cell's crash. A library without that operation for the
+    dtype (an exception) is not judged."""
+    if consumer.compute is None:
+        return None
+    if on_compute is not None:
+        on_compute()
+    try:
+        computed = np.asarray(consumer.values(consumer.compute(result)))
+    except Exception:
+        return None
+    if not _same(computed, expected):
+        return _violate(cell, _values_rule(cell), f"{consumer.computes} on the result computed other values")
+    return None
 
 
 def _read_only_broken(cell: Cell, consumer: Consumer, obj: Any, result: Any,

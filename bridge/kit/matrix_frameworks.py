@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout"]
+__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout",
+           "COMPONENT_ALIGNED", "COMPONENT_SHAPE", "place_component_aligned"]
 
 # onnxruntime spells the float8 types without bridge's underscore (and e8m0 without "fnu").
 _ORT_FLOAT8 = {"float8e4m3fn": "float8_e4m3fn", "float8e4m3fnuz": "float8_e4m3fnuz", "float8e5m2": "float8_e5m2",
@@ -44,10 +45,50 @@ def dtype_name(dtype: Any) -> str:
     return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16"}.get(text, text)
 
 
+#: The layout whose first element sits half an element past an element
+#: boundary: complex at its component's alignment (complex128 at 8 bytes mod
+#: 16), any other dtype of two bytes or more misaligned to its item size.
+COMPONENT_ALIGNED = "component-aligned"
+#: Its shape: 15 elements, an odd count that is 3 mod 4, so that every
+#: vectorised loop over it ends in a scalar tail. torch's and paddle's complex128
+#: kernels fault on this memory only for such lengths (measured on torch 2.13 and
+#: paddle 3.3: ``x.clone()`` on odd lengths, ``x * 2`` on lengths 2 and 3 mod 4;
+#: never on the 48 elements of the 4x12 base).
+COMPONENT_SHAPE = (3, 5)
+
+
+def place_component_aligned(values: np.ndarray[Any, Any],
+                            raw: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, Any]:  # fmt: skip
+    """A C-contiguous copy of ``values`` whose first element is half an
+    element past an element boundary, in the bytes of ``raw`` (a writable
+    1-d uint8 array over the memory to use, at least two elements longer
+    than ``values``; new NumPy memory when None). One-byte items have no
+    half: ``values`` must have two bytes or more an element."""
+    size = values.dtype.itemsize
+    if size < 2:
+        raise ValueError(f"{values.dtype}: a one-byte element has no half to sit at")
+    if raw is None:
+        raw = np.zeros(values.nbytes + 2 * size, np.uint8)
+    at = next(k for k in range(2 * size) if (raw.ctypes.data + k) % size == size // 2)
+    out: np.ndarray[Any, Any] = np.ndarray(values.shape, values.dtype, buffer=raw, offset=at)
+    out[...] = values
+    return out
+
+
 def apply_layout(x: Any, layout: str, lib: Any) -> Any:
     """``layout`` applied to the 4x12 base ``x`` of ``lib`` (numpy, torch,
     bridge or mlx: libraries with NumPy-like views; each layout a view, never
-    a copy)."""
+    a copy), except :data:`COMPONENT_ALIGNED`: no view of an aligned base
+    can sit half an element off, so it is NumPy's alone, a copy of the base's
+    first 15 elements placed so (:func:`place_component_aligned`); the
+    producers of other libraries wrap that memory themselves. For one-byte
+    items (every address is element-aligned) it is those 15 elements as a
+    view, which gives the layout's shape and strides and no producer makes."""
+    if layout == COMPONENT_ALIGNED:
+        if lib is not np:
+            raise ValueError(f"{layout} is made from NumPy memory (see place_component_aligned)")
+        first = x.reshape(-1)[: int(np.prod(COMPONENT_SHAPE))].reshape(COMPONENT_SHAPE)
+        return first if x.dtype.itemsize < 2 else place_component_aligned(first)
     if layout == "contiguous":
         return x
     if layout == "transposed":
@@ -107,8 +148,14 @@ def produce(peer: str, m: Make) -> Any:
     if peer == "paddle":
         import paddle
 
-        m.only(("contiguous", "transposed", "stepped", "0-d", "zero-size"),
+        m.only(("contiguous", "transposed", "stepped", "0-d", "zero-size", COMPONENT_ALIGNED),
                "paddle has no negative, zero or arbitrary strides in its views")  # fmt: skip
+        if layout == COMPONENT_ALIGNED:
+            # paddle's own allocations are aligned: it wraps NumPy's memory, through its
+            # one zero-copy constructor (NumPy has no DLPack bfloat16: its bits as int16).
+            if m.dtype == "bfloat16":
+                return paddle.from_dlpack(ref.view(np.int16)).view(paddle.bfloat16)
+            return paddle.from_dlpack(ref)
         if m.dtype == "bfloat16":
             return paddle.to_tensor(_contiguous(ref.astype(np.float32))).astype("bfloat16")
         if layout == "transposed":
@@ -117,13 +164,18 @@ def produce(peer: str, m: Make) -> Any:
     if peer == "mlx":
         import mlx.core as mx
 
+        if layout == COMPONENT_ALIGNED:
+            raise m.not_made("mlx copies what it is given into its own (aligned) memory")
         base = m.base
         x = mx.array(base.astype(np.float32)).astype(mx.bfloat16) if m.dtype == "bfloat16" else mx.array(base)
+        if dtype_name(x.dtype) != m.dtype:  # mx.array narrows what mlx lacks (float64, complex128)
+            raise m.not_made(f"mlx has no {m.dtype} (mx.array makes {dtype_name(x.dtype)})")
         return apply_layout(x, layout, mx)
     if peer == "onnxruntime":
         import onnxruntime as ort
 
-        m.only(("contiguous", "0-d", "zero-size"), "an OrtValue is always compact")
+        # (ortvalue_from_numpy shares NumPy's memory, wherever it starts)
+        m.only(("contiguous", "0-d", "zero-size", COMPONENT_ALIGNED), "an OrtValue is always compact")
         m.without(("bfloat16",), "onnxruntime (from NumPy)")
         return ort.OrtValue.ortvalue_from_numpy(_contiguous(ref))
     if peer == "array_api_strict":
@@ -133,7 +185,7 @@ def produce(peer: str, m: Make) -> Any:
         return xp.asarray(ref)  # wraps the NumPy view: strides, negative ones included, kept
     if peer in ("pandas", "xarray"):
         m.only(("contiguous",), "a pandas/xarray Arrow stream is one 1-d column")
-        m.without(("bfloat16", "complex64", "float16"), peer)
+        m.without(("bfloat16", "complex64", "complex128", "float16"), peer)  # (Arrow has no complex)
         flat = _contiguous(ref).reshape(-1)
         if peer == "pandas":
             import pandas as pd
@@ -145,6 +197,8 @@ def produce(peer: str, m: Make) -> Any:
     if peer == "tensorflow":
         import tensorflow as tf
 
+        if layout == COMPONENT_ALIGNED:
+            raise m.not_made("tf.constant copies into tensorflow's own (aligned) memory")
         m.only(("contiguous", "0-d", "zero-size"), "a tf.Tensor is always compact")
         if m.dtype == "bfloat16":
             return tf.cast(tf.constant(_contiguous(ref.astype(np.float32))), tf.bfloat16)
@@ -152,8 +206,10 @@ def produce(peer: str, m: Make) -> Any:
     if peer == "warp":
         import warp as wp
 
+        if layout == COMPONENT_ALIGNED:
+            raise m.not_made("wp.array copies into warp's own (aligned) memory")
         m.only(("contiguous", "transposed", "stepped"), "warp arrays have 1 to 4 dims, no negative strides")
-        m.without(("bfloat16", "complex64"), "warp")
+        m.without(("bfloat16", "complex64", "complex128"), "warp")
         wp.config.quiet = True
         return wp.array(_contiguous(ref), device="cpu")
     raise m.not_made(f"unknown producer {peer}")
@@ -182,8 +238,11 @@ def consumers(want: Callable[[str], bool], make: Callable[..., Any]) -> list[Any
             return np.array(x.numpy(), copy=True)
 
         api = paddle.Tensor.__dlpack_c_exchange_api__
+        # x * 1, not clone: paddle's clone is a plain memory copy; its arithmetic
+        # kernels are what fault on complex128 aligned to 8 bytes.
         common = dict(values=p_vals, address=lambda x: x.data_ptr(), writable=lambda x: True,
-                      poke=_set_item, dtype_of=lambda x: dtype_name(x.dtype))  # fmt: skip
+                      poke=_set_item, dtype_of=lambda x: dtype_name(x.dtype), compute=lambda x: x * 1,
+                      computes="x * 1")  # fmt: skip
         out += [
             make("paddle", "dlpack", paddle.from_dlpack, **common),
             make("paddle", "dlpack-copy", lambda o: paddle.from_dlpack(o, copy=True), **common),

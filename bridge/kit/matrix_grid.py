@@ -18,13 +18,21 @@ __all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_P
            "COPY_REASONS", "ALIGNMENT", "Cell", "available", "bridge_at_fault", "culprits", "copy_reasons",
            "iter_cells"]  # fmt: skip
 
+# Each a view of a 4x12 base (bridge.kit.matrix_frameworks.apply_layout), but
+# "component-aligned": 3x5 contiguous elements whose first sits half an element
+# past an element boundary (complex at its component's alignment), which no
+# view of an aligned base can be; made over memory placed so, and n/a for the
+# one-byte dtypes, where every address is element-aligned.
 LAYOUTS = (
-    "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "0-d", "zero-size",
+    "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "component-aligned", "0-d",
+    "zero-size",
 )  # fmt: skip
 # Every bridge dtype can be asked for with --dtype.
 DTYPES = tuple(d.name for d in _dtypes.all_dtypes())
-# The default grid: one dtype of each kind the protocols treat differently.
-DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "complex64")
+# The default grid: one dtype of each kind the protocols treat differently;
+# complex128 because torch's and paddle's kernels fault on it aligned to its
+# component (8 bytes), where complex64 at 4 bytes computes.
+DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "complex64", "complex128")
 # dlpack-c-api: the DLPack C exchange API both ways (the producer type's
 # managed_tensor_from_py_object_no_sync, the consumer's to_py_object or its
 # from_dlpack reading the API); dlpack-copy and dlpack-device: from_dlpack with
@@ -87,6 +95,10 @@ class Cell:
     #: Whether the producer's first element is :data:`ALIGNMENT`-byte
     #: aligned; None where its address is unknown.
     aligned: bool | None = None
+    #: The largest power of two, up to :data:`ALIGNMENT`, that the producer's
+    #: first element's address is a multiple of (8 for complex128 in the
+    #: ``component-aligned`` layout); None where its address is unknown.
+    alignment: int | None = None
 
     @property
     def case(self) -> str:
@@ -203,7 +215,10 @@ def copy_reasons(cells: list[Cell]) -> None:
     - ``read-only``: the same dtype and layout, writable, was shared;
     - ``alignment``: the source was not :data:`ALIGNMENT`-byte aligned, an
       aligned source was shared, and no unaligned one was (the consumer's
-      shared sources are exactly its aligned ones);
+      shared sources are exactly its aligned ones: jax); or its first element
+      was not aligned to its own size (:attr:`Cell.alignment`: the
+      ``component-aligned`` layout), a source of its dtype aligned to its
+      size was shared, and no source so misaligned was;
     - ``dtype``: another dtype of the same layout was shared, and no case of
       this dtype was;
     - ``layout``: a strided (not contiguous) source, whose dtype was shared
@@ -224,7 +239,7 @@ def _why_copied(c: Cell, zero: list[Cell]) -> str:
         return "requested"
     h = _holds.record(c.consumer)
     if h is not None and h.capsule != "none" and c.protocol == _holds.own_protocol(h):
-        said = _holds.copy_reason(h, c.dtype, c.layout, c.readonly, c.aligned)
+        said = _holds.copy_reason(h, c.dtype, c.layout, c.readonly, c.aligned, c.alignment)
         if said:
             return said
     same_case = [z for z in zero if z.layout == c.layout and z.readonly == c.readonly]
@@ -232,6 +247,9 @@ def _why_copied(c: Cell, zero: list[Cell]) -> str:
     if c.readonly and any(z.dtype == c.dtype and z.layout == c.layout and not z.readonly for z in zero):
         return "read-only"
     if c.aligned is False and not unaligned_shared and any(z.aligned for z in zero):
+        return "alignment"
+    if (_element_misaligned(c) and not any(_element_misaligned(z) for z in zero)
+            and any(z.dtype == c.dtype and _element_misaligned(z) is False for z in zero)):  # fmt: skip
         return "alignment"
     if any(z.dtype != c.dtype for z in same_case) and not any(z.dtype == c.dtype for z in zero):
         return "dtype"
@@ -241,6 +259,14 @@ def _why_copied(c: Cell, zero: list[Cell]) -> str:
     if c.layout != "contiguous" and contiguous_shared and alignment_ruled_out:
         return "layout"
     return ""
+
+
+def _element_misaligned(c: Cell) -> bool | None:
+    """Whether the cell's source is not aligned to its own element's size
+    (None: its address is unknown)."""
+    if c.alignment is None:
+        return None
+    return c.alignment < _dtypes.get_dtype(c.dtype).itemsize
 
 
 def iter_cells(cells: list[Cell], **where: Any) -> Iterator[Cell]:

@@ -6,8 +6,8 @@ record per destination of :func:`bridge.convert`). The matrix reads the same
 records instead of restating them:
 
 - :func:`problems` says which of a record's fields a matrix case breaks (the
-  case's strides, dtype, alignment, byte offset, read-only memory), in the
-  fields' own names;
+  case's strides, dtype, alignment, element alignment, byte offset, read-only
+  memory), in the fields' own names;
 - :func:`copy_reason` names why a destination's own import copied a case,
   by its record (:func:`bridge.kit.matrix_grid.copy_reasons` asks it first);
 - :func:`contradictions` holds each record to the cells of its library's own
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bridge.core.dtypes import get_dtype
 from bridge.core.native import _C
 from bridge.crossing.capabilities import DESTINATIONS, WIDE, Holds
 from bridge.kit.matrix_frameworks import apply_layout
@@ -94,7 +95,7 @@ def geometry(layout: str) -> Geometry:
 
 
 def problems(h: Holds, dtype: str, layout: str, readonly: bool = False, *, aligned: bool | None = None,
-             byte_offset: bool = False) -> tuple[str, ...]:  # fmt: skip
+             byte_offset: bool = False, alignment: int | None = None) -> tuple[str, ...]:  # fmt: skip
     """The fields of record ``h`` that a case breaks: what ``h``'s own import
     cannot hold as it is. Empty: the record says it holds the case.
 
@@ -104,7 +105,11 @@ def problems(h: Holds, dtype: str, layout: str, readonly: bool = False, *, align
     element), ``strides`` (not compact, or not row-major, as the record asks;
     a zero-size case has no bytes, so no strides to hold), ``alignment``
     (``aligned`` is False: the source's first element is not
-    :data:`ALIGNMENT`-byte aligned), ``byte_offset`` (the producer's export
+    :data:`ALIGNMENT`-byte aligned), ``element_aligned`` (the dtype is one the
+    record wants aligned to its whole element, and ``alignment``, the largest
+    power of two the source's address is a multiple of, is below
+    :meth:`~bridge.crossing.capabilities.Holds.alignment_of` it: complex128 at
+    8 bytes into torch), ``byte_offset`` (the producer's export
     sets one and the record ignores it), ``readonly`` (read-only memory into
     a library that writes, and shares: one that copies every import writes
     its own copy) and ``capsule`` (read-only memory into a library
@@ -129,6 +134,9 @@ def problems(h: Holds, dtype: str, layout: str, readonly: bool = False, *, align
         out.append("strides")
     if size and h.alignment and aligned is False:
         out.append("alignment")
+    elif size and dtype in h.element_aligned and alignment is not None:
+        if alignment < h.alignment_of(dtype, get_dtype(dtype).itemsize):
+            out.append("element_aligned")
     if byte_offset and not h.byte_offset:
         out.append("byte_offset")
     if readonly and size and h.readonly == "writes" and not h.always_copies:
@@ -143,14 +151,18 @@ def _row_major(g: Geometry) -> bool:
     return all(s == w for n, s, w in zip(g.shape, g.strides, want) if n > 1)
 
 
-def copy_reason(h: Holds, dtype: str, layout: str, readonly: bool = False, aligned: bool | None = None) -> str:
+def copy_reason(h: Holds, dtype: str, layout: str, readonly: bool = False, aligned: bool | None = None,
+                alignment: int | None = None) -> str:  # fmt: skip
     """Why ``h``'s own import copies a case, by its record ("" when the
     record does not say): ``destination`` (it copies every import),
-    ``alignment``, ``layout`` (strides it cannot hold as they are), ``dtype``."""
+    ``alignment`` (the first element is not aligned as the record asks: to
+    its ``alignment``, or to the element's size for a dtype of its
+    ``element_aligned``), ``layout`` (strides it cannot hold as they are),
+    ``dtype``."""
     if h.always_copies:
         return "destination"
-    found = problems(h, dtype, layout, readonly, aligned=aligned)
-    if "alignment" in found:
+    found = problems(h, dtype, layout, readonly, aligned=aligned, alignment=alignment)
+    if "alignment" in found or "element_aligned" in found:
         return "alignment"
     if any(f in found for f in LAYOUT_FIELDS):
         return "layout"
@@ -177,7 +189,10 @@ class Contradiction:
 
 # Fields whose "cannot hold" is judged over all the cells that break them
 # alone: one library's result may be readable for one dtype and not another.
-_CANNOT = (*LAYOUT_FIELDS, "alignment", "byte_offset", "zero_d", "max_ndim", "dtypes")
+# (element_aligned is judged over all its dtypes at once, as alignment is: the
+# record may ask it of a dtype that was not seen to fail, complex64 beside
+# complex128, as long as one dtype that breaks it alone did.)
+_CANNOT = (*LAYOUT_FIELDS, "alignment", "element_aligned", "byte_offset", "zero_d", "max_ndim", "dtypes")
 
 
 def _sub_byte(name: str) -> bool:
@@ -213,7 +228,7 @@ def contradictions(cells: Iterable[Cell], byte_offsets: Mapping[tuple[str, str, 
       finds nothing) crashed, broke a rule, was refused, or was copied by a
       library that shares;
     - every cell that breaks one field of the record alone (a stride kind, the
-      alignment, the byte offset, 0-d, the dims, or one dtype) crossed
+      alignment, the element alignment, the byte offset, 0-d, the dims, or one dtype) crossed
       zero-copy with its values intact, where the record says the library
       cannot hold it (no refusal, failure or copy of its own says otherwise,
       nor a result the library could not read back where it reads back that
@@ -243,7 +258,7 @@ def contradictions(cells: Iterable[Cell], byte_offsets: Mapping[tuple[str, str, 
             continue
         if (c.producer, c.dtype, c.layout, c.readonly) not in exported:
             continue
-        found = problems(h, c.dtype, c.layout, c.readonly, aligned=c.aligned,
+        found = problems(h, c.dtype, c.layout, c.readonly, aligned=c.aligned, alignment=c.alignment,
                          byte_offset=offsets.get((c.producer, c.dtype, c.layout), False))  # fmt: skip
         if h.always_copies and c.verdict == "zero-copy":
             out.append(_contra(c, h, "always_copies", f"{h.name} copies every import"))
@@ -288,4 +303,5 @@ def _contra(c: Cell, h: Holds, field: str, says: str) -> Contradiction:
 def _field_words(field: str) -> str:
     return {"negative_strides": "negative strides", "zero_strides": "zero strides (a broadcast view)",
             "strides": "these strides", "alignment": "an unaligned first element",
+            "element_aligned": "a first element not aligned to its size",
             "byte_offset": "a byte_offset", "zero_d": "a 0-d tensor", "max_ndim": "this many dims"}.get(field, field)  # fmt: skip

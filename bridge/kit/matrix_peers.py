@@ -18,6 +18,7 @@ import numpy as np
 from bridge.core import dtypes as _dtypes
 from bridge.crossing.capabilities import DESTINATIONS
 from bridge.kit import matrix_frameworks as _frameworks
+from bridge.kit.matrix_frameworks import COMPONENT_ALIGNED
 from bridge.kit.matrix_grid import available
 from bridge.kit.matrix_holds import CONVERT, own_protocol
 
@@ -45,8 +46,20 @@ class NotMade(Exception):
 
 
 def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np.ndarray[Any, Any]]:
-    """``(object, expected values)`` for a case from ``peer``; NotMade if it cannot."""
+    """``(object, expected values)`` for a case from ``peer``; NotMade if it cannot.
+
+    The :data:`~bridge.kit.matrix_frameworks.COMPONENT_ALIGNED` case is made
+    over memory that starts half an element past an element boundary: bridge
+    views its own storage so (``bridge.frombuffer``); libraries whose own
+    allocations are always aligned wrap NumPy's memory where they have a
+    zero-copy constructor (``torch.from_numpy``, ``paddle.from_dlpack``,
+    ``OrtValue.ortvalue_from_numpy``, and the wrappers tvm-ffi, pydlpack and
+    array-api-strict); the others (jax, mlx, tensorflow, warp, cupy, the
+    Arrow producers) cannot make it. No producer makes it of a one-byte dtype:
+    every address is aligned to one byte."""
     ref = reference(dtype, layout)
+    if layout == COMPONENT_ALIGNED and ref.dtype.itemsize < 2:
+        raise NotMade("a one-byte element has no half: every address is element-aligned")
     if peer == "numpy":
         if readonly:
             ref = ref.view()
@@ -59,6 +72,8 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
             frozen = ref.view()
             frozen.flags.writeable = False
             return bridge.from_numpy(frozen), ref.copy()
+        if layout == COMPONENT_ALIGNED:
+            return _bridge_component_aligned(ref, dtype), ref.copy()
         base = bridge.tensor(reference(dtype, "contiguous"))  # memory bridge allocated
         return _frameworks.apply_layout(base, layout, bridge), ref.copy()
     if readonly:
@@ -70,6 +85,10 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
             raise NotMade("no uint64")
         if layout == "negative":
             raise NotMade("torch has no negative strides")
+        if layout == COMPONENT_ALIGNED:  # torch's allocations are aligned: NumPy's memory, wrapped
+            if dtype == "bfloat16":
+                return torch.from_numpy(ref.view(np.uint16)).view(torch.bfloat16), ref.copy()
+            return torch.from_numpy(ref), ref.copy()
         if dtype == "bfloat16":
             base = torch.from_numpy(reference("float32", "contiguous").copy()).to(torch.bfloat16)
         else:
@@ -78,6 +97,8 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
     if peer == "jax":
         import jax.numpy as jnp
 
+        if layout == COMPONENT_ALIGNED:
+            raise NotMade("jax copies into its own (64-byte aligned) memory")
         if layout not in ("contiguous", "0-d", "zero-size"):
             raise NotMade("jax arrays are always compact")
         import jax
@@ -86,7 +107,7 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
             raise NotMade("jax makes 32-bit arrays unless jax_enable_x64 is set")
         return jnp.asarray(np.array(ref, copy=True)), ref.copy()  # (ascontiguousarray makes 0-d 1-d)
     if peer in ("pyarrow", "polars", "nanoarrow"):
-        if layout != "contiguous" or dtype in ("bfloat16", "complex64"):
+        if layout != "contiguous" or dtype in ("bfloat16", "complex64", "complex128"):
             raise NotMade("Arrow arrays are 1-d, of Arrow's types")
         flat = np.ascontiguousarray(ref).reshape(-1)
         import pyarrow as pa
@@ -114,6 +135,8 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
     if peer == "cupy":
         import cupy
 
+        if layout == COMPONENT_ALIGNED:
+            raise NotMade("cupy copies host memory into its own (aligned) device memory")
         return cupy.asarray(ref), ref.copy()
     if peer in _frameworks.NEW_PEERS:
         case = _frameworks.Make(dtype, layout, ref, reference(dtype, "contiguous"), NotMade)
@@ -121,6 +144,21 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
         arrow_stream = peer in ("pandas", "xarray")
         return obj, (np.ascontiguousarray(ref).reshape(-1) if arrow_stream else ref.copy())
     raise NotMade(f"unknown producer {peer}")
+
+
+def _bridge_component_aligned(ref: np.ndarray[Any, Any], dtype: str) -> Any:
+    """``ref``'s values (of bridge's ``dtype``) in memory bridge allocated,
+    viewed from half an element in: a view of bridge's (aligned) storage at a
+    byte offset, which only ``bridge.frombuffer`` makes (``Tensor.view(dtype)``
+    keeps element offsets)."""
+    import bridge
+
+    store = bridge.empty(ref.nbytes + 2 * ref.itemsize, dtype=bridge.uint8)
+    raw = np.asarray(store.memoryview())
+    placed = _frameworks.place_component_aligned(ref, raw)
+    offset = placed.ctypes.data - raw.ctypes.data
+    flat = bridge.frombuffer(store.memoryview(), dtype=_dtypes.get_dtype(dtype), count=placed.size, offset=offset)
+    return flat.reshape(placed.shape)
 
 
 # ------------------------------------------------------------ consumers
@@ -148,6 +186,16 @@ class Consumer:
     #: ``bridge-convert`` consumers: the :class:`bridge.CopyWarning`'s kind
     #: and the plan's fixes); None where the consumer says nothing.
     told: Callable[[], tuple[str, str]] | None = None
+    #: One operation of the library's own kernels over every element of the
+    #: result, returning a new result of the same values (read with
+    #: ``values``), and ``computes``, that operation in words; None where
+    #: reading the values back already runs the library's kernels, or the
+    #: library has none. A library may import memory its kernels cannot
+    #: compute on (torch's and paddle's complex128 kernels fault on memory
+    #: aligned to 8 bytes, not 16), and torch's and paddle's value readers
+    #: hand their memory to NumPy without running a kernel: only this finds it.
+    compute: Callable[[Any], Any] | None = None
+    computes: str = ""
 
 
 def _np_address(a: Any) -> int:
@@ -266,8 +314,10 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
         t_api = torch.Tensor.__dlpack_c_exchange_api__
 
         def t(protocol: str, take: Callable[[Any], Any]) -> Consumer:
+            # clone: torch's copy kernel, which every torch dtype has
             return Consumer("torch", protocol, take, t_vals, lambda x: x.data_ptr(), lambda x: True,
-                            poke=_set_first, dtype_of=lambda x: _frameworks.dtype_name(x.dtype))  # fmt: skip
+                            poke=_set_first, dtype_of=lambda x: _frameworks.dtype_name(x.dtype),
+                            compute=lambda x: x.clone(), computes="x.clone()")  # fmt: skip
 
         out += [
             t("dlpack", torch.from_dlpack),
@@ -430,7 +480,8 @@ def _through_convert(own: Consumer) -> Consumer:
     return Consumer(peer, CONVERT, take, _or_bridge(values, lambda t: np.array(t.numpy(), copy=True)),
                     _or_bridge(address, lambda t: t.data_ptr()), own.writable, poke=own.poke,
                     dtype_of=_or_bridge(dtype_of, lambda t: t.dtype.name),
-                    told=lambda: (last["reason"], last["detail"]))  # fmt: skip
+                    told=lambda: (last["reason"], last["detail"]), compute=own.compute,
+                    computes=own.computes)  # fmt: skip
 
 
 def _or_bridge(read: Callable[[Any], Any], by_bridge: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -10,6 +10,7 @@ the last event tells whether the producer or the consumer crashed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import os
@@ -79,27 +80,53 @@ _FORK_TIMEOUT = 60.0
 
 
 # What a dying library writes that says why, most telling first: a C++
-# check or uncaught exception, CPython's fatal error, then any error line
-# (a stack trace's frames come after these and say less).
-_WHY = ("Check failed", "terminate called", "what():", "Fatal Python error", "Segmentation fault",
-        "Abort", "Error", "error")  # fmt: skip
+# check or uncaught exception, CPython's fatal error, the native backtrace
+# handler's (paddle and tvm-ffi install one), then any error line (a stack
+# trace's frames come after these and say less).
+_WHY = ("Check failed", "terminate called", "what():", "Fatal Python error", "Segfault encountered",
+        "Segmentation fault", "Abort", "Error", "error")  # fmt: skip
 
 
 _GLOG_PREFIX = re.compile(r"^[FEWI]\d{4} [\d:.]+\s+\d+ ")
+# A native backtrace's frame: `File "<unknown>", line 0, in phi::ScaleKernel<...>(...)`.
+_NATIVE_FRAME = re.compile(r'^File "[^"]*", line \d+, in (.+)$')
+_NESTED = re.compile(r"<[^<>]*>|\([^()]*\)")
+
+
+def _native_culprit(lines: list[str]) -> str:
+    """The function a native backtrace faulted in, without its template
+    arguments and parameters: the innermost frame named a kernel (torch's and
+    paddle's compute functions are), else the innermost with a name."""
+    names = []
+    for ln in lines:
+        m = _NATIVE_FRAME.match(ln.strip())
+        if m is None or "sigaction" in ln or m.group(1).startswith("0x"):
+            continue
+        name = m.group(1)
+        while _NESTED.search(name):
+            name = _NESTED.sub("", name)
+        names.append(name.split()[-1] if name.split() else name)
+    return next((n for n in names if "kernel" in n.lower()), names[0] if names else "")
 
 
 def crash_line(lines: list[str]) -> str:
     """The line of a dead child's stderr that best says why it died; for a
     fatal signal, with the innermost Python frame faulthandler printed (which
-    library's code was running)."""
+    library's code was running), or, where a library's own handler printed a
+    native backtrace, the function it faulted in."""
     why = next((ln for marker in _WHY for ln in lines if marker in ln), lines[-1] if lines else "")
     why = _GLOG_PREFIX.sub("", why)  # absl/glog's "F0000 00:00:1795.9 4029 " says nothing
     if "Fatal Python error" in why:
-        frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "/')), "")
+        # The kit's own frames only call into the library that faulted: they name no culprit.
+        frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "/')
+                      and "/bridge/kit/" not in ln), "")  # fmt: skip
         if frame:
             path, _, rest = frame[6:].partition('"')
             where = "/".join(path.split("/")[-3:])
             why = f"{why.strip()} in {where}{rest.split(' in ')[0]}"
+    elif "Segfault encountered" in why:
+        culprit = _native_culprit(lines)
+        why = "Segfault encountered" + (f" in {culprit}" if culprit else "")
     return why
 
 
@@ -118,9 +145,13 @@ def _run_forked(cell: Cell, consumer: Consumer) -> Cell:
             os.close(read_fd)
             os.dup2(err.fileno(), 2)
             status = 0
+
+            def send(event: str, payload: Any) -> None:
+                os.write(write_fd, json.dumps([event, payload]).encode() + b"\n")
+
             try:
-                done = run_cell(cell, consumer)
-                os.write(write_fd, json.dumps(dataclasses.asdict(done)).encode())
+                done = run_cell(cell, consumer, lambda: send("made", _placed(cell)), lambda: send("computing", True))
+                send("done", dataclasses.asdict(done))
             except BaseException:
                 status = 1
             os._exit(status)
@@ -133,15 +164,29 @@ def _run_forked(cell: Cell, consumer: Consumer) -> Cell:
         os.close(read_fd)
         _, status = os.waitpid(pid, 0)
         timer.cancel()
-        if chunks:
-            return Cell(**json.loads(b"".join(chunks)))
+        events = dict(json.loads(line) for line in b"".join(chunks).splitlines() if line.endswith(b"]"))
+        if "done" in events:
+            return Cell(**events["done"])
         err.seek(0)
         lines = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
     why = crash_line(lines)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     cell.verdict = "crash"
-    cell.detail = f"process died (exit {code}): {why.strip()[:140]}"
+    cell.aligned, cell.alignment = events.get("made", (None, None))
+    cell.detail = f"process died (exit {code}){_computing(consumer.computes if 'computing' in events else '')}: " \
+                  f"{why.strip()[:140]}"  # fmt: skip
     return cell
+
+
+def _placed(cell: Cell) -> tuple[bool | None, int | None]:
+    """How the producer's first element is aligned, as the cell says once
+    made: what a crash after it keeps (the dead child's cell is lost)."""
+    return cell.aligned, cell.alignment
+
+
+def _computing(op: str) -> str:
+    """The words that say a crash came as the consumer computed ``op`` on its result ("" for none)."""
+    return f" computing {op} on the result" if op else ""
 
 
 def worker(cells: list[dict[str, Any]], risky: list[list[str]] | None = None,
@@ -186,8 +231,14 @@ def worker(cells: list[dict[str, Any]], risky: list[list[str]] | None = None,
         elif _risky_key(cell) in forked and cell.producer in _FORK_SAFE and hasattr(os, "fork"):
             cell = _run_forked(cell, consumer)
         else:
-            run_cell(cell, consumer, lambda: emit("made", True))
+            run_cell(cell, consumer, functools.partial(_emit_made, cell),
+                     functools.partial(emit, "computing", consumer.computes))  # fmt: skip
         emit("done", dataclasses.asdict(cell))
+
+
+def _emit_made(cell: Cell) -> None:
+    """Tell the parent the producer made ``cell``'s object, and how its first element is aligned."""
+    emit("made", _placed(cell))
 
 
 def _import_peer(peer: str) -> None:
@@ -291,6 +342,8 @@ class _ChildRun:
     progress: Callable[[Cell], None] | None
     finished: list[Cell] = dataclasses.field(default_factory=list)
     made: bool = False
+    placed: tuple[bool | None, int | None] = (None, None)
+    computing: str = ""
     importing: str = ""
     loaded: list[str] = dataclasses.field(default_factory=list)
 
@@ -302,9 +355,13 @@ class _ChildRun:
             self.importing = ""
             self.loaded.append(str(payload))
         elif event == "start":
-            self.made = False
+            self.made, self.placed, self.computing = False, (None, None), ""
         elif event == "made":
             self.made = True
+            if isinstance(payload, list) and len(payload) == 2:
+                self.placed = (payload[0], payload[1])
+        elif event == "computing":
+            self.computing = str(payload)
         elif event == "done":
             cell = Cell(**payload)
             self.finished.append(cell)
@@ -321,7 +378,9 @@ def run_worker(
     default), calling ``progress`` with each finished cell; returns the
     finished cells and, when the child died before the end, whether the
     producer had made its object, why, and, when it died importing a peer's
-    library, that peer and the peers imported before it (else empty)."""
+    library, that peer and the peers imported before it (else empty). A cell
+    in flight whose producer had made its object is given the alignment of
+    that object's first element (its ``aligned`` and ``alignment``)."""
     payload = json.dumps({"cells": [dataclasses.asdict(c) for c in cells], "risky": list(risky or ()),
                           "preload": list(preload or ())})  # fmt: skip
     # faulthandler: a fatal signal prints the Python frame it hit (crash_line).
@@ -330,9 +389,11 @@ def run_worker(
     end = run_child(code, on_event=run.on_event, stdin=payload, env=env)
     if len(run.finished) == len(cells):
         return run.finished, None
+    if run.made:  # the cell in flight keeps how its producer's memory was aligned
+        cells[len(run.finished)].aligned, cells[len(run.finished)].alignment = run.placed
     lines = [ln for ln in end.stderr.strip().splitlines() if ln.strip()]
     why = crash_line(lines)
-    why = f"process died (exit {end.returncode}): {why.strip()[:140]}"
+    why = f"process died (exit {end.returncode}){_computing(run.computing)}: {why.strip()[:140]}"
     if run.importing:
         beside = [p for p in run.loaded if p not in ("bridge", "numpy")]
         return run.finished, (run.made, f"importing {run.importing} beside {', '.join(beside) or 'bridge'} crashed: {why}",

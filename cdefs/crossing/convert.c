@@ -36,6 +36,7 @@ typedef struct {
   int byte_offset;          /* it honours DLPack's byte_offset */
   int zero_d;               /* it holds 0-d tensors */
   int max_ndim;             /* -1: no limit */
+  int nd_bool;              /* it holds bool tensors of more than one dim */
   int readonly;             /* it takes read-only memory as it is */
   int64_t alignment;        /* 0: none */
   int ndtypes;
@@ -77,6 +78,7 @@ static int holds(const destination *d, const view *v) {
   if (v->readonly && !d->readonly) return 0;
   if (v->ndim == 0 ? !d->zero_d : d->max_ndim >= 0 && v->ndim > d->max_ndim) return 0;
   if (v->byte_offset != 0 && !d->byte_offset) return 0;
+  if (!d->nd_bool && v->ndim > 1 && v->dtype.code == kDLBool) return 0;
   if (d->alignment && (uintptr_t)v->data % (uint64_t)d->alignment) return 0;
   uint32_t key = dtype_key(v->dtype);
   int i = 0;
@@ -388,7 +390,8 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   if (flag(spec, "strides", &d->strides) < 0 || flag(spec, "negative", &d->negative) < 0 ||
       flag(spec, "zero", &d->zero) < 0 || flag(spec, "byte_offset", &d->byte_offset) < 0 ||
       flag(spec, "zero_d", &d->zero_d) < 0 || flag(spec, "max_ndim", &d->max_ndim) < 0 ||
-      flag(spec, "readonly", &d->readonly) < 0 || flag(spec, "alignment", &alignment) < 0)
+      flag(spec, "readonly", &d->readonly) < 0 || flag(spec, "alignment", &alignment) < 0 ||
+      flag(spec, "nd_bool", &d->nd_bool) < 0)
     goto fail;
   d->alignment = alignment;
   PyObject *dtypes = PyDict_GetItemString(spec, "dtypes"); /* a tuple of (code, bits, lanes) */
@@ -493,7 +496,7 @@ static PyMethodDef crossing_functions[] = {
      "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
      "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict\n"
      "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
-     "byte_offset, zero_d, max_ndim (-1: any), readonly, alignment, dtypes (a tuple of (code,\n"
+     "byte_offset, zero_d, max_ndim (-1: any), nd_bool, readonly, alignment, dtypes (a tuple of (code,\n"
      "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
      "size). ValueError/TypeError for a malformed spec."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,

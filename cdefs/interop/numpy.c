@@ -326,6 +326,17 @@ static int numpy_capi(void) {
   return 0;
 }
 
+static const char READONLY_BASE[] = "bridge.readonly_base";
+
+static void readonly_base_release(PyObject *cap) {
+  PyObject *owner = (PyObject *)PyCapsule_GetPointer(cap, READONLY_BASE);
+  if (owner == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  Py_DECREF(owner);
+}
+
 PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, int ndim, const int64_t *shape,
                                   const int64_t *strides, int readonly) {
   if (numpy_capi() < 0) return NULL;
@@ -352,9 +363,21 @@ PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, in
   int (*set_base)(PyObject *, PyObject *) = (int (*)(PyObject *, PyObject *))np_api[282];
   PyObject *descr = descr_from_type(np_types[i].type_num);
   if (descr == NULL) return NULL;
+  /* Read-only memory gets a base that is not an array nor a writable buffer: NumPy lets
+   * `flags.writeable = True` through when the base chain ends at a writable array (a
+   * read-only view of one), and the memory was lent read-only. */
+  PyObject *base = readonly ? PyCapsule_New(Py_NewRef(owner), READONLY_BASE, readonly_base_release) : Py_NewRef(owner);
+  if (base == NULL) {
+    Py_DECREF(owner); /* the capsule's reference, never taken */
+    Py_DECREF(descr);
+    return NULL;
+  }
   PyObject *arr = new_from_descr(array_type, descr, ndim, dims, bstrides, data, readonly ? 0 : NPY_WRITEABLE, NULL);
-  if (arr == NULL) return NULL;
-  if (set_base(arr, Py_NewRef(owner)) < 0) { /* (steals the reference, also on failure) */
+  if (arr == NULL) {
+    Py_DECREF(base);
+    return NULL;
+  }
+  if (set_base(arr, base) < 0) { /* (steals the reference, also on failure) */
     Py_DECREF(arr);
     return NULL;
   }
@@ -397,6 +420,28 @@ static void buffer_release(PyObject *cap) {
   }
   PyBuffer_Release(view);
   free(view);
+}
+
+/* buffer_export(obj) -> (export, address, readonly): obj's whole buffer (a
+ * simple, C-contiguous export), held by `export`, a capsule that releases it
+ * when it dies. A capsule, not a memoryview: it takes no part in the garbage
+ * collector's cycle clearing, which would release an export while views of
+ * its bytes (in the same cycle) still point into them. */
+static PyObject *py_buffer_export(PyObject *mod, PyObject *obj) {
+  (void)mod;
+  Py_buffer *view = (Py_buffer *)malloc(sizeof *view);
+  if (view == NULL) return PyErr_NoMemory();
+  if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+    free(view);
+    return NULL;
+  }
+  PyObject *cap = PyCapsule_New(view, BUFFER_NAME, buffer_release);
+  if (cap == NULL) {
+    PyBuffer_Release(view);
+    free(view);
+    return NULL;
+  }
+  return Py_BuildValue("(NKO)", cap, (unsigned long long)(uintptr_t)view->buf, view->readonly ? Py_True : Py_False);
 }
 
 PyObject *bridge_buffer_tensor(PyObject *obj) {
@@ -463,6 +508,9 @@ static PyObject *py_from_numpy(PyObject *mod, PyObject *x) {
 }
 
 static PyMethodDef numpy_functions[] = {
+    {"buffer_export", (PyCFunction)py_buffer_export, METH_O,
+     "buffer_export(obj, /)\n--\n\n(export, address, readonly): obj's whole C-contiguous buffer, "
+     "held by `export` (a capsule) until it dies. BufferError/TypeError as the buffer protocol raises them."},
     {"from_numpy", (PyCFunction)py_from_numpy, METH_O,
      "from_numpy(ndarray, /)\n--\n\n"
      "A tensor sharing the array's memory (zero-copy; the array is kept alive). Read-only arrays\n"

@@ -359,3 +359,27 @@ def test_own_allocations_are_freed_without_releasing_the_gil():
     assert type(s.owner).__name__ == "PyCapsule" and "bridge.memory" in repr(s.owner)
     s.resize_(32)
     assert "bridge.memory" in repr(s.owner)
+
+
+def test_buffer_views_in_a_reference_cycle_are_collected():
+    """A view of a buffer export in a reference cycle: the collector frees it
+    (it crashed the interpreter when the export was a memoryview, which the
+    collector cleared while the view still pointed into it). In a subprocess."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import gc, bridge
+        for make in (lambda: bridge.frombuffer(bytearray(16), dtype=bridge.float32),
+                     lambda: bridge.UntypedStorage.from_buffer(bytearray(16)),
+                     lambda: bridge.frombuffer(b"abcd", dtype=bridge.uint8)):
+            for _ in range(100):
+                c = [make()]
+                c.append(c)
+                del c
+            gc.collect()
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])

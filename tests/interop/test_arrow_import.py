@@ -145,10 +145,9 @@ def test_with_mask_and_copy_give_new_writable_memory():
         (lambda: pa.array([1], pa.duration("ms")), r"duration\[ms\] has"),
         (lambda: pa.array(["a"]).dictionary_encode(), r"dictionary<indices=int32> has"),
         (lambda: pa.array([{"a": "x"}], pa.struct([("a", pa.string())])), "Arrow type string has"),
-        (lambda: pa.array([[True]], pa.list_(pa.bool_(), 1)), r"fixed_size_list<item: bool>\[1\] has"),
     ],
     ids=["string", "dictionary", "list", "timestamp", "timestamp-tz", "decimal", "duration",
-         "dictionary-name", "struct-of-string", "fsl-of-bits"],
+         "dictionary-name", "struct-of-string"],
 )
 def test_unsupported_formats(make, match):
     arr = make()
@@ -160,6 +159,25 @@ def test_unsupported_formats(make, match):
     with pytest.raises(TypeError, match=match):
         bridge.from_arrow(pa.table({"c": arr}))
     balanced(before)
+
+
+def test_fixed_size_lists_of_bits_are_unpacked_with_copy_true():
+    """A FixedSizeList of bit-packed bools (a 2-d bool polars Series, a bool
+    FixedShapeTensorArray) is a copy, as a bool array is: refused without
+    copy=True, unpacked one byte per value with it (permutation honoured)."""
+    arr = pa.array([[True, False, True], [False, False, True]], pa.list_(pa.bool_(), 3))
+    with pytest.raises(ValueError, match=r"fixed_size_list<item: bool>\[3\] holds bit-packed bools"):
+        bridge.from_arrow(arr)
+    t = bridge.from_arrow(arr, copy=True)
+    assert t.dtype == bridge.bool and t.tolist() == [[True, False, True], [False, False, True]]
+    assert not t.is_readonly
+    bits = [True, False, False, False, True, True, False, True]
+    fst = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.bool_(), [2, 2], permutation=[1, 0]),
+                                         pa.FixedSizeListArray.from_arrays(pa.array(bits), 4))  # fmt: skip
+    ints = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.int8(), [2, 2], permutation=[1, 0]),
+                                          pa.FixedSizeListArray.from_arrays(pa.array([int(b) for b in bits], pa.int8()), 4))  # fmt: skip
+    assert bridge.from_arrow(fst, copy=True).tolist() == [[[bool(v) for v in r] for r in m]
+                                                          for m in bridge.from_arrow(ints).tolist()]  # fmt: skip
 
 
 def test_several_chunks_batches_or_columns():

@@ -79,7 +79,7 @@ def _specs(t: Tensor, *, dim_names: list[str] | None = None) -> tuple[tuple[Any,
     if ndim == 0:
         raise ValueError("a 0-d tensor has no Arrow array form; reshape(1) it")
     isz = dt.itemsize
-    if t._storage.data_ptr() % isz:
+    if t._storage.data_ptr() % isz and t.numel():  # (no element, no address to align)
         raise ValueError("the tensor's memory is not aligned to its item size, as Arrow requires")
     if ndim == 1:
         n = t._shape[0]

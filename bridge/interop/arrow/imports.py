@@ -163,7 +163,7 @@ def _tensor_from(
             return values, valid
         return values
     if fmt.startswith("+w:"):
-        return _fixed_size_list(schema, arr, guard, dev, ext, with_mask=with_mask)
+        return _fixed_size_list(schema, arr, guard, dev, ext, copy=copy, with_mask=with_mask)
     if fmt == "+s":
         if len(children) != 1:
             names = [c[1] for c in children]
@@ -204,7 +204,7 @@ def _fst_layout(ext: dict[bytes, bytes], size: int) -> tuple[tuple[int, ...], tu
 
 
 def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[bytes, bytes],
-                     *, with_mask: bool) -> Any:  # fmt: skip
+                     *, copy: bool, with_mask: bool) -> Any:  # fmt: skip
     fmt, _, _, _, children, _ = schema
     try:
         size = int(fmt[3:])
@@ -216,9 +216,13 @@ def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[b
     parent = (arr[0], 0, *arr[2:]) if with_mask else arr
     length, offset, _buffers = _check_array(parent, 1, f"Arrow {_type_name(schema)} array")
     value_schema, value_arr = children[0], arr[4][0]
-    dt = _primitive(value_schema[0], value_schema[2])
+    bits = value_schema[0] == "b"  # bit-packed bools: unpacked, a copy, as a bool array's are
+    dt = _dtypes.bool if bits else _primitive(value_schema[0], value_schema[2])
     if dt is None:
         raise TypeError(f"Arrow type {_type_name(schema)} has no tensor form")
+    if bits and not copy:
+        raise ValueError(f"Arrow type {_type_name(schema)} holds bit-packed bools; a bool tensor holds one byte "
+                         "per value, so this import is a copy: pass copy=True")  # fmt: skip
     vlen, voff, vbufs = _check_array(value_arr, 2, "FixedSizeList values")
     first = voff + offset * size
     if vlen < (offset + length) * size:
@@ -231,6 +235,14 @@ def _fixed_size_list(schema: Any, arr: Any, guard: Any, dev: device, ext: dict[b
     el_strides: tuple[int, ...] = (1,)
     if ext.get(_EXT_NAME) == _FST:
         elem, el_strides = _fst_layout(ext, size)
+    if bits:
+        if dev != CPU:
+            raise ValueError("bit-packed bools can be unpacked only in host memory")
+        flat = _validity((0, 0, 0, (vbufs[1],)), length * size, first, dev)
+        t = flat.as_strided((length, *elem), (size, *el_strides), 0).contiguous()
+        if with_mask:
+            return t, _validity(arr, length, offset, dev) if nulls else _full_bool(length, True)
+        return t
     isz = dt.itemsize
     addr = _address(vbufs[1], first, isz, "FixedSizeList values")
     t = _C.from_memory(addr, dt, (length, *elem),
