@@ -422,6 +422,25 @@ static void buffer_release(PyObject *cap) {
   free(view);
 }
 
+/* obj's buffer export (`flags` as PyObject_GetBuffer takes them) in a capsule
+ * that releases it when it dies; *view points into the capsule's block. */
+static PyObject *buffer_capsule(PyObject *obj, int flags, Py_buffer **view) {
+  Py_buffer *v = (Py_buffer *)malloc(sizeof *v);
+  if (v == NULL) return PyErr_NoMemory();
+  if (PyObject_GetBuffer(obj, v, flags) < 0) {
+    free(v);
+    return NULL;
+  }
+  PyObject *cap = PyCapsule_New(v, BUFFER_NAME, buffer_release);
+  if (cap == NULL) {
+    PyBuffer_Release(v);
+    free(v);
+    return NULL;
+  }
+  *view = v;
+  return cap;
+}
+
 /* buffer_export(obj) -> (export, address, readonly): obj's whole buffer (a
  * simple, C-contiguous export), held by `export`, a capsule that releases it
  * when it dies. A capsule, not a memoryview: it takes no part in the garbage
@@ -429,34 +448,16 @@ static void buffer_release(PyObject *cap) {
  * its bytes (in the same cycle) still point into them. */
 static PyObject *py_buffer_export(PyObject *mod, PyObject *obj) {
   (void)mod;
-  Py_buffer *view = (Py_buffer *)malloc(sizeof *view);
-  if (view == NULL) return PyErr_NoMemory();
-  if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
-    free(view);
-    return NULL;
-  }
-  PyObject *cap = PyCapsule_New(view, BUFFER_NAME, buffer_release);
-  if (cap == NULL) {
-    PyBuffer_Release(view);
-    free(view);
-    return NULL;
-  }
+  Py_buffer *view;
+  PyObject *cap = buffer_capsule(obj, PyBUF_SIMPLE, &view);
+  if (cap == NULL) return NULL;
   return Py_BuildValue("(NKO)", cap, (unsigned long long)(uintptr_t)view->buf, view->readonly ? Py_True : Py_False);
 }
 
 PyObject *bridge_buffer_tensor(PyObject *obj) {
-  Py_buffer *view = (Py_buffer *)malloc(sizeof *view);
-  if (view == NULL) return PyErr_NoMemory();
-  if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
-    free(view);
-    return NULL;
-  }
-  PyObject *owner = PyCapsule_New(view, BUFFER_NAME, buffer_release);
-  if (owner == NULL) {
-    PyBuffer_Release(view);
-    free(view);
-    return NULL;
-  }
+  Py_buffer *view;
+  PyObject *owner = buffer_capsule(obj, PyBUF_RECORDS_RO, &view);
+  if (owner == NULL) return NULL;
   DLDataType dt;
   DTypeObject *dtype = buffer_type(view->format, view->itemsize, &dt) ? bridge_dtype_from_dlpack(dt.code, dt.bits, 1)
                                                                       : NULL;
