@@ -312,8 +312,13 @@ def test_an_ndarray_made_in_c_keeps_the_memory_alive() -> None:
     ro = np.arange(10.0)
     ro.flags.writeable = False
     out = bridge.convert(ro, np)
-    assert not out.flags.writeable and out.base is ro and np.shares_memory(out, ro)
+    assert not out.flags.writeable and np.shares_memory(out, ro)
+    with pytest.raises(ValueError, match="WRITEABLE"):  # its base is no array: writes cannot be re-enabled
+        out.flags.writeable = True
     rt = bridge.convert(bridge.from_numpy(ro), np)
     assert not rt.flags.writeable and np.shares_memory(rt, ro)
     with pytest.raises(ValueError):
         rt[0] = 1.0
+    del ro
+    gc.collect()
+    assert out.sum() == 45.0 and rt.sum() == 45.0  # their bases keep the source alive
