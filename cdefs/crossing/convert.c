@@ -249,7 +249,10 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
   if (tp != &PyCapsule_Type) {
     PyObject *api = bridge_exchange_api_of(tp);
     if (api == NULL) return NULL;
-    if (api != Py_None) {
+    if (api != Py_None && d->take == TAKE_BRIDGE) { /* bridge.from_dlpack's import, torch's borrowed one too */
+      PyObject *t = bridge_exchange_import(obj);
+      return t != NULL || PyErr_Occurred() ? t : general(obj, args, nargsf, kwnames);
+    } else if (api != Py_None) {
       got = bridge_exchange_managed(api, obj, &m);
     } else if (_PyType_Lookup(tp, str_arrow_array) != NULL ||
                (_PyType_Lookup(tp, str_arrow_stream) != NULL && _PyType_Lookup(tp, str_dlpack_method) == NULL)) {

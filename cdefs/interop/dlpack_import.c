@@ -14,9 +14,9 @@
 #define NAME_USED_VERSIONED BRIDGE_NAME_USED_VERSIONED
 const char BRIDGE_NAME_API[] = "dlpack_exchange_api";
 
-static PyObject *api_cache;   /* type -> exchange API capsule or None */
-/* types whose exports follow torch's rules -> their probes (torch_probes_of) */
-static PyObject *torch_types;
+/* type -> its record (type_record): the exchange API capsule or None, and
+ * for torch's types the probes of torch's refusals. One lookup per import. */
+static PyObject *api_cache;
 static PyObject *str_api, *str_is_conj, *str_is_neg, *str_requires_grad;
 static PyObject *str_dlpack, *str_max_version, *max_version_value; /* __dlpack__(max_version=(1, 3)) */
 
@@ -303,69 +303,97 @@ PyObject *bridge_dlpack_import_capsule(PyObject *capsule) { return import_capsul
 
 /* ------------------------------------------------ the C exchange API */
 
-/* The three torch attributes the refusal reads (requires_grad, is_conj,
- * is_neg), looked up once per type when the type is first seen and called
- * directly: a generic attribute lookup costs as much as the rest of the
- * import, and torch's tensor type misses CPython's method cache, so even
- * _PyType_Lookup walks the MRO each time. Kept as a tuple (None where this
- * torch lacks one) in torch_types; rebinding them on the class later is not
- * seen. */
+/* What bridge remembers of a producer type, made when the type is first
+ * seen: its __dlpack_c_exchange_api__ capsule (or None) and, for torch's
+ * types, the three attributes torch's refusal reads (requires_grad, is_conj,
+ * is_neg), looked up once and called directly: a generic attribute lookup
+ * costs as much as the rest of the import, and torch's tensor type misses
+ * CPython's method cache, so even _PyType_Lookup walks the MRO each time.
+ * Kept in api_cache as a tuple (api, is_torch, requires_grad, is_conj,
+ * is_neg), None where this torch lacks one; rebinding them on the class
+ * later is not seen. */
 typedef struct {
-  PyObject *requires_grad, *is_conj, *is_neg; /* borrowed from torch_types' tuple */
-} torch_probes;
+  PyObject *api;                              /* borrowed: capsule or None */
+  int is_torch;
+  PyObject *requires_grad, *is_conj, *is_neg; /* borrowed; NULL where torch lacks one */
+} type_record;
 
-static int add_torch_type(PyTypeObject *tp) {
-  PyObject *names[3] = {str_requires_grad, str_is_conj, str_is_neg};
-  PyObject *probes = PyTuple_New(3);
-  if (probes == NULL) return -1;
-  for (int i = 0; i < 3; i++) {
-    PyObject *d = _PyType_Lookup(tp, names[i]);
-    PyTuple_SET_ITEM(probes, i, Py_NewRef(d ? d : Py_None));
+static void read_record(PyObject *entry, type_record *out) {
+  PyObject *const *items = &PyTuple_GET_ITEM(entry, 0);
+  out->api = items[0];
+  out->is_torch = items[1] == Py_True;
+  out->requires_grad = items[2] == Py_None ? NULL : items[2];
+  out->is_conj = items[3] == Py_None ? NULL : items[3];
+  out->is_neg = items[4] == Py_None ? NULL : items[4];
+}
+
+static int is_torch_type(PyTypeObject *tp) {
+  PyObject *modname = PyObject_GetAttrString((PyObject *)tp, "__module__");
+  const char *m = modname && PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
+  PyErr_Clear();
+  int yes = m != NULL && strncmp(m, "torch", 5) == 0;
+  Py_XDECREF(modname);
+  return yes;
+}
+
+#ifndef Py_GIL_DISABLED
+/* The last type looked up and its entry (strong references: the type cannot
+ * die and another take its address): a run of imports of one type skips the
+ * dict. The GIL guards them; a free-threaded build has no such cache. */
+static PyObject *last_type, *last_entry;
+#endif
+
+/* The record of tp (0), made on first sight; -1 with an exception. */
+static int type_record_of(PyTypeObject *tp, type_record *out) {
+#ifndef Py_GIL_DISABLED
+  if ((PyObject *)tp == last_type) {
+    read_record(last_entry, out);
+    return 0;
   }
-  int rc = PyDict_SetItem(torch_types, (PyObject *)tp, probes);
-  Py_DECREF(probes);
-  return rc;
-}
-
-/* 1 with the probes of a torch type, 0 for any other type, -1 error. */
-static int torch_probes_of(PyTypeObject *tp, torch_probes *out) {
-  PyObject *probes = PyDict_GetItemWithError(torch_types, (PyObject *)tp);
-  if (probes == NULL) return PyErr_Occurred() ? -1 : 0;
-  PyObject *const *items = &PyTuple_GET_ITEM(probes, 0);
-  out->requires_grad = items[0] == Py_None ? NULL : items[0];
-  out->is_conj = items[1] == Py_None ? NULL : items[1];
-  out->is_neg = items[2] == Py_None ? NULL : items[2];
-  return 1;
-}
-
-/* The type's __dlpack_c_exchange_api__ capsule, or None; cached per type
- * (borrowed from the cache). torch's types are remembered for their rules. */
-static PyObject *exchange_api_of(PyTypeObject *tp) {
-  PyObject *api = PyDict_GetItemWithError(api_cache, (PyObject *)tp);
-  if (api != NULL || PyErr_Occurred()) return api;
-  api = PyObject_GetAttr((PyObject *)tp, str_api);
+#endif
+  PyObject *entry = PyDict_GetItemWithError(api_cache, (PyObject *)tp);
+  if (entry != NULL) {
+#ifndef Py_GIL_DISABLED
+    Py_XSETREF(last_entry, Py_NewRef(entry));
+    Py_XSETREF(last_type, Py_NewRef((PyObject *)tp));
+#endif
+    read_record(entry, out);
+    return 0;
+  }
+  if (PyErr_Occurred()) return -1;
+  PyObject *api = PyObject_GetAttr((PyObject *)tp, str_api);
   if (api == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
     api = Py_NewRef(Py_None);
   } else if (!PyCapsule_IsValid(api, BRIDGE_NAME_API)) {
     Py_SETREF(api, Py_NewRef(Py_None));
   }
-  if (api != Py_None) {
-    PyObject *modname = PyObject_GetAttrString((PyObject *)tp, "__module__");
-    const char *m = modname && PyUnicode_Check(modname) ? PyUnicode_AsUTF8(modname) : NULL;
-    PyErr_Clear();
-    if (m != NULL && strncmp(m, "torch", 5) == 0 && add_torch_type(tp) < 0) {
-      Py_XDECREF(modname);
-      Py_DECREF(api);
-      return NULL;
-    }
-    Py_XDECREF(modname);
+  int torch = api != Py_None && is_torch_type(tp);
+  PyObject *names[3] = {str_requires_grad, str_is_conj, str_is_neg};
+  entry = PyTuple_New(5);
+  if (entry == NULL) {
+    Py_DECREF(api);
+    return -1;
+  }
+  PyTuple_SET_ITEM(entry, 0, api);
+  PyTuple_SET_ITEM(entry, 1, Py_NewRef(torch ? Py_True : Py_False));
+  for (int i = 0; i < 3; i++) {
+    PyObject *d = torch ? _PyType_Lookup(tp, names[i]) : NULL;
+    PyTuple_SET_ITEM(entry, 2 + i, Py_NewRef(d ? d : Py_None));
   }
   if (PyDict_GET_SIZE(api_cache) > 1024) PyDict_Clear(api_cache); /* bound the cache */
-  int rc = PyDict_SetItem(api_cache, (PyObject *)tp, api);
-  Py_DECREF(api);
-  return rc < 0 ? NULL : api;
+  int rc = PyDict_SetItem(api_cache, (PyObject *)tp, entry);
+  if (rc == 0) read_record(entry, out); /* (the dict holds it) */
+  Py_DECREF(entry);
+  return rc;
+}
+
+/* The type's __dlpack_c_exchange_api__ capsule, or None (borrowed from the
+ * cache); NULL with an exception. */
+static PyObject *exchange_api_of(PyTypeObject *tp) {
+  type_record r;
+  return type_record_of(tp, &r) < 0 ? NULL : r.api;
 }
 
 /* torch tensors torch's own __dlpack__ refuses are refused on every path,
@@ -377,7 +405,16 @@ static PyObject *exchange_api_of(PyTypeObject *tp) {
 static int probe_true(PyObject *descr, PyObject *x, PyTypeObject *tp, int is_method) {
   if (descr == NULL) return 0; /* an older torch without it: nothing to see */
   PyObject *r;
-  if (is_method) {
+  /* torch's own C getter and method called straight (x is an instance of
+   * the type they were found on): CPython's descriptor and vectorcall
+   * layers cost a third of the probe */
+  if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) && ((PyGetSetDescrObject *)descr)->d_getset->get != NULL) {
+    PyGetSetDef *gs = ((PyGetSetDescrObject *)descr)->d_getset;
+    r = gs->get(x, gs->closure);
+  } else if (Py_IS_TYPE(descr, &PyMethodDescr_Type) &&
+             (((PyMethodDescrObject *)descr)->d_method->ml_flags & ~METH_COEXIST) == METH_NOARGS) {
+    r = ((PyMethodDescrObject *)descr)->d_method->ml_meth(x, NULL);
+  } else if (is_method) {
     r = PyObject_Vectorcall(descr, &x, 1, NULL);
   } else {
     descrgetfunc get = Py_TYPE(descr)->tp_descr_get;
@@ -392,19 +429,18 @@ static int probe_true(PyObject *descr, PyObject *x, PyTypeObject *tp, int is_met
 /* code: the tensor's DLPack type code when known (-1: not yet), to skip the
  * probes that cannot fire: only floating and complex tensors can require
  * grad, and only complex ones carry the conjugate bit (torch's rules). */
-static int refuse_torch_export_of(PyTypeObject *tp, PyObject *x, int code) {
-  torch_probes pr;
-  int is_torch = torch_probes_of(tp, &pr);
-  if (is_torch <= 0) return is_torch;
+static int refuse_torch_export_of(const type_record *pr, PyObject *x, int code) {
+  if (!pr->is_torch) return 0;
+  PyTypeObject *tp = Py_TYPE(x);
   int floating = code < 0 || code == kDLFloat || code == kDLBfloat || code == kDLComplex ||
                  (code >= 7 && code <= 17); /* float8/6/4 */
-  int bit = floating ? probe_true(pr.requires_grad, x, tp, 0) : 0;
+  int bit = floating ? probe_true(pr->requires_grad, x, tp, 0) : 0;
   if (bit) {
     if (bit > 0)
       PyErr_SetString(PyExc_BufferError, "Can't export tensors that require gradient, use tensor.detach()");
     return -1;
   }
-  PyObject *methods[2] = {pr.is_conj, pr.is_neg};
+  PyObject *methods[2] = {pr->is_conj, pr->is_neg};
   for (int i = 0; i < 2; i++) {
     if (i == 0 && code >= 0 && code != kDLComplex) continue;
     bit = probe_true(methods[i], x, tp, 1);
@@ -421,7 +457,7 @@ static int refuse_torch_export_of(PyTypeObject *tp, PyObject *x, int code) {
   return 0;
 }
 
-static int refuse_torch_export(PyTypeObject *tp, PyObject *x) { return refuse_torch_export_of(tp, x, -1); }
+static int refuse_torch_export(const type_record *pr, PyObject *x) { return refuse_torch_export_of(pr, x, -1); }
 
 /* A producer's exchange API failed and there is no __dlpack__ to ask: its
  * C++ message may carry a backtrace. Raise a BufferError with its first
@@ -501,9 +537,9 @@ static int fall_back_or_fail(PyObject *x, PyObject *exc, PyTypeObject *tp, DLPac
 }
 
 /* bridge_exchange_managed, with what parse_managed read of the tensor. */
-static int exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out, parsed_t *p) {
+static int exchange_managed(const type_record *r, PyObject *x, DLManagedTensorVersioned **out, parsed_t *p) {
   PyTypeObject *tp = Py_TYPE(x);
-  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(api_capsule, BRIDGE_NAME_API);
+  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(r->api, BRIDGE_NAME_API);
   if (head == NULL) return -1;
   DLPackExchangeAPI *api = bridge_exchange_api_known(head);
   if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL)
@@ -515,7 +551,7 @@ static int exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorV
      * the producer's rules, with the dtype known; then, for CUDA, the
      * consumer's stream waits for the producer's (the API does no sync).
      * A malformed tensor, a refusal or a failure releases the tensor. */
-    if (parse_managed(m, 1, 0, p) < 0 || refuse_torch_export_of(tp, x, m->dl_tensor.dtype.code) < 0 ||
+    if (parse_managed(m, 1, 0, p) < 0 || refuse_torch_export_of(r, x, m->dl_tensor.dtype.code) < 0 ||
         order_exchange(api, m) < 0) {
       PyObject *exc = bridge_fetch_error();
       bridge_dlpack_call_deleter(m, 1);
@@ -531,7 +567,10 @@ static int exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorV
 
 int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out) {
   parsed_t p;
-  return exchange_managed(api_capsule, x, out, &p);
+  type_record r;
+  if (type_record_of(Py_TYPE(x), &r) < 0) return -1;
+  r.api = api_capsule;
+  return exchange_managed(&r, x, out, &p);
 }
 
 PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m) {
@@ -542,14 +581,50 @@ PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m) {
   return out;
 }
 
+/* A torch tensor imported from the DLTensor its exchange API fills in
+ * (dltensor_from_py_object_no_sync), the tensor object itself the storage's
+ * owner: no managed tensor for torch to allocate and delete (half of what
+ * torch's side of an import costs). Sound for torch's types only: a managed
+ * tensor of torch's holds the very TensorImpl the object holds (the same
+ * lifetime), and carries no flags (torch has no read-only tensors). The
+ * tensor passes parse_managed and torch's refusals as on the managed route.
+ * 1 with *out; -1 with an exception; 0 when this route does not apply or
+ * the DLTensor does not parse (the managed route then says why). */
+static int import_borrowed(const type_record *r, PyObject *x, PyObject **out) {
+  if (!r->is_torch) return 0;
+  DLPackExchangeAPIHeader *head = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(r->api, BRIDGE_NAME_API);
+  DLPackExchangeAPI *api = head ? bridge_exchange_api_known(head) : NULL;
+  if (api == NULL || api->dltensor_from_py_object_no_sync == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  DLManagedTensorVersioned m = {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL, NULL, 0, {0}};
+  parsed_t p;
+  if (api->dltensor_from_py_object_no_sync((void *)x, &m.dl_tensor) != 0 || parse_managed(&m, 1, 0, &p) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (refuse_torch_export_of(r, x, m.dl_tensor.dtype.code) < 0 || order_exchange(api, &m) < 0) return -1;
+  StorageObject *storage = bridge_storage_new((char *)p.start, p.nbytes, p.dev_type, p.dev_id, x, 0);
+  if (storage == NULL) return -1;
+  if (p.dev_type == kDLCUDA) storage->stream = bridge_current_stream();
+  BUMP(STAT_API_IMPORTS); /* (no managed tensor: nothing for STAT_IMPORTS to balance) */
+  *out = bridge_tensor_new(storage, p.dtype, p.ndim, p.shape, p.strides, p.offset, GEOM_IMPORT);
+  Py_DECREF(storage);
+  return *out != NULL ? 1 : -1;
+}
+
 /* Import through a type's exchange API. Returns the tensor; NULL with an
  * exception; or NULL with no exception when the API failed (or its chain
  * holds no version bridge knows) and the caller should ask __dlpack__
  * (which applies the producer's own rules). */
-static PyObject *import_exchange(PyObject *api_capsule, PyObject *x) {
+static PyObject *import_exchange(const type_record *r, PyObject *x) {
+  PyObject *borrowed;
+  int rc = import_borrowed(r, x, &borrowed);
+  if (rc != 0) return rc > 0 ? borrowed : NULL;
   DLManagedTensorVersioned *m = NULL;
   parsed_t p;
-  if (exchange_managed(api_capsule, x, &m, &p) <= 0) return NULL;
+  if (exchange_managed(r, x, &m, &p) <= 0) return NULL;
   BUMP(STAT_IMPORTS);
   PyObject *out = take_parsed(m, 1, &p, NULL); /* parsed once, on receipt */
   if (out != NULL && p.dev_type == kDLCUDA) ((TensorObject *)out)->storage->stream = bridge_current_stream();
@@ -557,6 +632,12 @@ static PyObject *import_exchange(PyObject *api_capsule, PyObject *x) {
 }
 
 PyObject *bridge_exchange_api_of(PyTypeObject *tp) { return exchange_api_of(tp); }
+
+PyObject *bridge_exchange_import(PyObject *x) {
+  type_record r;
+  if (type_record_of(Py_TYPE(x), &r) < 0 || r.api == Py_None) return NULL;
+  return import_exchange(&r, x);
+}
 
 static PyObject *str_dlpack_device, *str_dl_device, *str_copy, *str_stream, *str_keyword;
 
@@ -758,14 +839,14 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
     if (out != NULL && copy == Py_True && !copied) Py_SETREF(out, bridge_dlpack_copy((TensorObject *)out));
     return out;
   }
-  PyObject *api = exchange_api_of(tp); /* (registers torch's types too) */
-  if (api == NULL) return NULL;
+  type_record rec;
+  if (type_record_of(tp, &rec) < 0) return NULL;
   if (!have_dev && copy == Py_None) {
-    if (api != Py_None) {
-      PyObject *out = import_exchange(api, x);
+    if (rec.api != Py_None) {
+      PyObject *out = import_exchange(&rec, x);
       if (out != NULL || PyErr_Occurred()) return out;
     }
-  } else if (refuse_torch_export(tp, x) < 0) {
+  } else if (refuse_torch_export(&rec, x) < 0) {
     return NULL;
   }
   int taken;
@@ -871,7 +952,7 @@ static PyMethodDef import_functions[] = {
 };
 
 int bridge_dlpack_import_init(PyObject *mod) {
-  if (!(api_cache = PyDict_New()) || !(torch_types = PyDict_New()) ||
+  if (!(api_cache = PyDict_New()) ||
       !(str_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) ||
       !(str_is_conj = PyUnicode_InternFromString("is_conj")) ||
       !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||

@@ -98,6 +98,10 @@ PyObject *bridge_exchange_api_of(PyTypeObject *tp);
  * work ordered: 1 with *out (the caller owns it); 0 with no exception when
  * the caller should ask x.__dlpack__ instead; -1 with an exception. */
 int bridge_exchange_managed(PyObject *api_capsule, PyObject *x, DLManagedTensorVersioned **out);
+/* x imported as bridge.from_dlpack(x) imports it through its type's exchange
+ * API: the tensor; NULL with an exception; NULL with none when x's type has
+ * no API or it failed (the caller should ask x.__dlpack__). */
+PyObject *bridge_exchange_import(PyObject *x);
 /* A flag of bridge_dlpack_build's (not DLPack's, never exported): strides of
  * dims of one element handed over as row-major ones. */
 #define BRIDGE_BUILD_UNIT_STRIDES (1ULL << 63)

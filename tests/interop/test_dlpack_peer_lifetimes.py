@@ -209,7 +209,7 @@ def _leak_cases():
         "numpy-import": (numpy_import, n, 0, 1),
         "numpy-round-trip": (numpy_round_trip, n, 1, 1),
         "torch-export": (torch_export, n, 1, 0),
-        "torch-import": (torch_import, n, 0, 1),
+        "torch-import": (torch_import, n, 0, 0),  # borrowed: torch's tensor object owns the memory
         "tvm-ffi-export": (tvm_export, n, 1, 0),
         "tvm-ffi-import": (tvm_import, n, 0, 1),
         "bridge-capsule": (bridge_capsule, n, 1, 1),
