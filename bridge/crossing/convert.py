@@ -20,7 +20,7 @@ import numpy as np
 from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
-from bridge.crossing.capabilities import Holds
+from bridge.crossing.capabilities import DESTINATIONS, Holds
 from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
@@ -463,6 +463,21 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
 _C._register("convert_slow", _general)
 
 
+def _register_for(to: object) -> None:
+    """Register destination ``to`` for the fast path (the ``convert_register_for``
+    up-call, made when ``convert`` first meets it); a destination that cannot be
+    named is left to the general path, which says why."""
+    try:
+        h = resolve(to)
+    except (TypeError, ValueError):
+        return
+    if not _C.convert_registered(to):
+        _register(to, h)
+
+
+_C._register("convert_register_for", _register_for)
+
+
 def _register(to: object, h: Holds) -> None:
     """Hand the C fast path destination ``to``: what ``h`` holds with no fix,
     and how to give it a tensor (its C exchange API, else its import).
@@ -476,14 +491,9 @@ def _register(to: object, h: Holds) -> None:
         return
     if h.name == "jax":
         h = narrowed(h)
-    spec = {
-        "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
-        "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
-        "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment, "nd_bool": h.nd_bool,
-        "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
-        "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
-        "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
-    }  # fmt: skip
+    spec = _SPECS.get(h.name)
+    if spec is None or spec["holds"] is not h:
+        spec = _SPECS[h.name] = _spec(h)
     if h.name == "bridge":
         _C.convert_register(to, None, spec)
         return
@@ -495,6 +505,27 @@ def _register(to: object, h: Holds) -> None:
         except ValueError:  # an API without managed_tensor_to_py_object_no_sync
             pass
     _C.convert_register(to, np.ndarray if h.name == "numpy" else taker(h), spec)
+
+
+def _spec(h: Holds) -> dict[str, object]:
+    """What the fast path's record of ``h`` holds (``_C.convert_register``'s spec)."""
+    return {
+        "holds": h,
+        "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
+        "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
+        "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment, "nd_bool": h.nd_bool,
+        "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
+        "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
+        "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
+    }  # fmt: skip
+
+
+# Every destination's spec, made when bridge is imported (a few hundred
+# microseconds once): the first convert() into a destination then only
+# looks its importer up, and costs little more than a later one.
+_SPECS: dict[str, dict[str, object]] = {
+    name: _spec(narrowed(h) if name == "jax" else h) for name, h in DESTINATIONS.items()
+}
 
 
 #: ``bridge.convert`` itself: C (``cdefs/crossing/convert.c``), its contract in

@@ -61,7 +61,7 @@ def _by_name(name: str) -> Holds:
 
 def _dotted(path: str) -> object:
     module, _, attr = path.rpartition(".")
-    obj: object = importlib.import_module(module)
+    obj: object = sys.modules.get(module) or importlib.import_module(module)
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj

@@ -29,6 +29,7 @@ static const struct {
     [UP_CUDA_ARRAY_INTERFACE] = {"cuda_array_interface", CALLABLE},
     [UP_JAX_ARRAY] = {"jax_array", CALLABLE},
     [UP_CONVERT_SLOW] = {"convert_slow", CALLABLE},
+    [UP_CONVERT_REGISTER] = {"convert_register_for", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

@@ -27,6 +27,7 @@ typedef enum {
   UP_CUDA_ARRAY_INTERFACE, /* Tensor.__cuda_array_interface__ (bridge.interop.cuda) */
   UP_JAX_ARRAY,          /* Tensor.__jax_array__ (bridge.interop.jax_array) */
   UP_CONVERT_SLOW,       /* bridge.convert's general path (bridge.crossing.convert) */
+  UP_CONVERT_REGISTER,   /* registers a destination for the fast path, where it can be */
   UP_COUNT
 } bridge_upcall_id;
 

@@ -345,6 +345,15 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
   PyObject *cap = PyDict_GetItemWithError(registry, args[1]); /* (unhashable: the general path explains) */
+  if (cap == NULL && !PyErr_Occurred()) {
+    /* A destination not seen before: registered (when it can be) and taken
+     * on the fast path at once, so that the first call costs what a later
+     * one does plus the registration, not a trip through the general path. */
+    PyObject *reg = bridge_upcall(UP_CONVERT_REGISTER);
+    PyObject *done = reg ? PyObject_CallOneArg(reg, args[1]) : NULL;
+    Py_XDECREF(done);
+    cap = done != NULL ? PyDict_GetItemWithError(registry, args[1]) : NULL;
+  }
   if (cap == NULL) {
     PyErr_Clear();
     return general(args[0], args, nargsf, kwnames);

@@ -275,6 +275,24 @@ def test_registry_functions() -> None:
     assert not _C.convert_registered("x")
 
 
+@pytest.mark.parametrize("dest", ["torch", "numpy", "bridge"])
+def test_the_first_call_takes_the_fast_path(dest: str) -> None:
+    """A destination convert() has not met is registered on the way and taken
+    on the fast path at once: the first call does not go through the general
+    path (the first call into torch cost 150 us against 0.6 us for a later
+    one when it did)."""
+    _C.convert_forget()
+    to = {"torch": torch, "numpy": np, "bridge": bridge}[dest]
+    with spy() as calls:
+        r = bridge.convert(_base(), to)
+    assert calls == [] and _C.convert_registered(to)
+    assert np.array_equal(r if dest == "numpy" else r.numpy(), _base())
+    with spy() as calls:  # what cannot be named is still the general path's to explain
+        with pytest.raises(ValueError, match="no destination"):
+            bridge.convert(_base(), "no_such_library")
+    assert len(calls) == 1 and not _C.convert_registered("no_such_library")
+
+
 def test_converts_from_threads_agree() -> None:
     a = _base()
     t = torch.from_numpy(a)
