@@ -110,7 +110,7 @@ def outside(k: str | None, columns: tuple[str, ...]) -> list[dict[str, Any]]:
         per_call = max(0.0, (total - empty_per_iter * entry["n"]) / entry["n"])
         row = rows.setdefault(entry["name"], {"name": entry["name"]})
         key = f"{entry['column']}_ir"
-        row[key] = min(row.get(key, per_call), round(per_call))
+        row[key] = min(row.get(key, round(per_call)), round(per_call))  # whole instructions
     return list(rows.values())
 
 
