@@ -164,6 +164,17 @@ static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m)
     }
     return (PyObject *)out;
   }
+  if (d->take == TAKE_NUMPY && m->dl_tensor.device.device_type == kDLCPU && m->dl_tensor.strides != NULL) {
+    /* an ndarray over the tensor, its base releasing it: no bridge tensor between */
+    DLTensor *dl = &m->dl_tensor;
+    void *data = (char *)dl->data + dl->byte_offset;
+    int readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    PyObject *owner = bridge_dlpack_owner(m);
+    if (owner == NULL) return NULL;
+    PyObject *out = bridge_numpy_array_over(owner, data, dl->dtype, dl->ndim, dl->shape, dl->strides, readonly);
+    Py_DECREF(owner);
+    return out;
+  }
   PyObject *t = bridge_dlpack_take_exchanged(m);
   if (t == NULL || d->take == TAKE_BRIDGE) return t;
   PyObject *out = d->take == TAKE_NUMPY ? ndarray_of((TensorObject *)t) : PyObject_CallOneArg(d->keep, t);
@@ -266,7 +277,19 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
        * jax's Python __dlpack__ and __dlpack_device__; on a GPU it refuses
        * (CPU buffers only) and DLPack is asked instead */
       PyObject *t = is_jax_array(tp) ? bridge_buffer_tensor(obj) : NULL;
-      if (t == NULL) {
+      if (t == NULL && d->take != TAKE_BRIDGE) {
+        /* a DLPack producer without the C API: asked once, as bridge.from_dlpack
+         * asks it; a valid host tensor the destination holds goes to it as it
+         * is (no bridge tensor between), any other is imported */
+        PyErr_Clear();
+        got = bridge_dlpack_ask_managed(obj, &m, &t);
+        if (got > 0) {
+          view_of_dl(&m->dl_tensor, m->flags, &v);
+          if (holds(d, &v)) return take_managed(d, m);
+          t = bridge_dlpack_take_exchanged(m);
+        }
+        got = 0;
+      } else if (t == NULL) {
         PyErr_Clear();
         /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */
         t = bridge_dlpack_ask(obj, 0);

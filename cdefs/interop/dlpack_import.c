@@ -784,6 +784,46 @@ PyObject *bridge_dlpack_ask(PyObject *x, int host) {
   return out;
 }
 
+/* The owner of a managed tensor handed to NumPy: its destructor runs the
+ * producer's deleter (once: the capsule is its only holder). */
+static const char NAME_OWNER[] = "bridge.dlpack_owner";
+
+static void owner_release(PyObject *cap) {
+  void *m = PyCapsule_GetPointer(cap, NAME_OWNER);
+  if (m != NULL) bridge_dlpack_release(m, 1);
+}
+
+int bridge_dlpack_ask_managed(PyObject *x, DLManagedTensorVersioned **m, PyObject **tensor) {
+  int taken;
+  uintptr_t stream;
+  PyObject *cap = ask_producer(x, NULL, NULL, 0, &taken, &stream);
+  if (cap == NULL) return -1;
+  parsed_t p;
+  DLManagedTensorVersioned *mm = PyCapsule_IsValid(cap, NAME_VERSIONED)
+                                     ? (DLManagedTensorVersioned *)PyCapsule_GetPointer(cap, NAME_VERSIONED)
+                                     : NULL;
+  /* a valid host tensor with its strides: claimed as the capsule is consumed
+   * (renamed first, so that its destructor leaves the tensor to the caller) */
+  if (mm != NULL && mm->version.major == DLPACK_MAJOR_VERSION && mm->dl_tensor.device.device_type == kDLCPU &&
+      mm->dl_tensor.strides != NULL && parse_managed(mm, 1, 0, &p) == 0 && p.packed_bits == 0 &&
+      PyCapsule_SetName(cap, NAME_USED_VERSIONED) == 0) {
+    Py_DECREF(cap);
+    *m = mm;
+    return 1;
+  }
+  PyErr_Clear(); /* (parse_managed's reason: the import below gives it again) */
+  *tensor = import_asked(cap, stream, 0, NULL);
+  Py_DECREF(cap);
+  return *tensor != NULL ? 0 : -1;
+}
+
+PyObject *bridge_dlpack_owner(DLManagedTensorVersioned *m) {
+  BUMP(STAT_IMPORTS); /* (balanced by the release, as a storage's import is) */
+  PyObject *owner = PyCapsule_New(m, NAME_OWNER, owner_release);
+  if (owner == NULL) bridge_dlpack_release(m, 1);
+  return owner;
+}
+
 /* from_dlpack of a bridge tensor: a new view of it, or a copy when copy=True
  * or another device is asked for. */
 static PyObject *from_bridge_tensor(TensorObject *t, int have_dev, int type, int id, PyObject *device,

@@ -22,6 +22,7 @@ from handmade import MALFORMED, Handmade, deleter_calls
 
 import bridge
 from bridge.core.native import _C, _drivers
+from bridge.crossing import convert as conv
 
 DESTINATIONS = [name for name in ("bridge", "numpy", "torch", "paddle")
                 if name == "bridge" or importlib.util.find_spec(name) is not None]  # fmt: skip
@@ -114,3 +115,68 @@ def test_a_device_subclass_whose_to_dlpack_lies_is_a_type_error(answer):
         t.__dlpack__(dl_device=bad)
     with pytest.raises(TypeError, match=r"to_dlpack\(\) returned"):
         bridge.from_dlpack(np.arange(3), device=bad)
+
+
+class CapsuleProducer:
+    """An object that offers only ``__dlpack__`` (no C exchange API): each call
+    answers a new struct made of ``kwargs`` (tests/handmade.py)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        self.kwargs = kwargs
+        self.asked = 0
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.asked += 1
+        return Handmade(**self.kwargs).capsule()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("to", DESTINATIONS)
+@pytest.mark.parametrize("kwargs, match", MALFORMED)
+def test_a_malformed_dlpack_producer_is_refused_like_from_dlpack(kwargs, match, to):
+    """The fast path hands a producer's valid versioned host tensor straight
+    to NumPy or the destination's exchange API: anything else is refused, in
+    from_dlpack's words, and every struct the producer made is released once."""
+    want = _reference(kwargs)
+    for first in (True, False):
+        if first:
+            _C.convert_forget()
+        before = deleter_calls()
+        p = CapsuleProducer(**kwargs)
+        assert _refusal(lambda p=p: bridge.convert(p, to)) == want
+        gc.collect()
+        assert deleter_calls() == before + p.asked
+
+
+@pytest.mark.parametrize("to, flags", [("numpy", 0), ("numpy", 1), ("torch", 0)],
+                         ids=["numpy", "numpy-read-only", "torch"])  # fmt: skip
+def test_a_dlpack_producer_goes_straight_into_the_destination(to, flags):
+    """A valid host tensor the destination holds goes to NumPy's C API or the
+    destination's exchange API as it is: no bridge tensor, no general path."""
+    pytest.importorskip(to)
+    buf = np.arange(64, dtype=np.float32)
+    bridge.convert(np.ones(2, np.float32), to)  # registered
+    calls = []
+    general = conv._general
+    _C._register("convert_slow", lambda *a, **k: calls.append(a) or general(*a, **k))
+    try:
+        before = deleter_calls()
+        p = CapsuleProducer(buf=buf, flags=flags, code=2, bits=32)
+        out = bridge.convert(p, to)
+    finally:
+        _C._register("convert_slow", general)
+    assert calls == [] and p.asked == 1  # the fast path finished it, asking once
+    got = out if to == "numpy" else out.numpy()
+    assert np.array_equal(got, buf[:6].reshape(2, 3))
+    if to == "numpy":
+        assert out.ctypes.data == buf.ctypes.data and out.flags.writeable == (not flags)
+        if flags:
+            with pytest.raises(ValueError):
+                out.flags.writeable = True  # lent read-only: NumPy cannot turn it writable
+    else:
+        assert out.data_ptr() == buf.ctypes.data
+    del out, got
+    gc.collect()
+    assert deleter_calls() == before + 1  # released once, when the result died
