@@ -152,6 +152,18 @@ static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf
   return PyObject_Vectorcall(slow, stack, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
+/* An ndarray over a managed host tensor with strides (versioned or legacy,
+ * whose tensor and flags are `dl` and `flags`), its base releasing it when
+ * the array dies: no bridge tensor between. */
+static PyObject *ndarray_over_managed(void *m, int versioned, const DLTensor *dl, uint64_t flags) {
+  PyObject *owner = bridge_dlpack_owner(m, versioned);
+  if (owner == NULL) return NULL;
+  PyObject *out = bridge_numpy_array_over(owner, (char *)dl->data + dl->byte_offset, dl->dtype, dl->ndim, dl->shape,
+                                          dl->strides, (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+  Py_DECREF(owner);
+  return out;
+}
+
 /* Hand a managed tensor the destination holds to it (the tensor is the
  * destination's after this, whatever happens). */
 static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m) {
@@ -164,17 +176,8 @@ static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m)
     }
     return (PyObject *)out;
   }
-  if (d->take == TAKE_NUMPY && m->dl_tensor.device.device_type == kDLCPU && m->dl_tensor.strides != NULL) {
-    /* an ndarray over the tensor, its base releasing it: no bridge tensor between */
-    DLTensor *dl = &m->dl_tensor;
-    void *data = (char *)dl->data + dl->byte_offset;
-    int readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-    PyObject *owner = bridge_dlpack_owner(m);
-    if (owner == NULL) return NULL;
-    PyObject *out = bridge_numpy_array_over(owner, data, dl->dtype, dl->ndim, dl->shape, dl->strides, readonly);
-    Py_DECREF(owner);
-    return out;
-  }
+  if (d->take == TAKE_NUMPY && m->dl_tensor.device.device_type == kDLCPU && m->dl_tensor.strides != NULL)
+    return ndarray_over_managed(m, 1, &m->dl_tensor, m->flags);
   PyObject *t = bridge_dlpack_take_exchanged(m);
   if (t == NULL || d->take == TAKE_BRIDGE) return t;
   PyObject *out = d->take == TAKE_NUMPY ? ndarray_of((TensorObject *)t) : PyObject_CallOneArg(d->keep, t);
@@ -282,13 +285,18 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
          * asks it; a valid host tensor the destination holds goes to it as it
          * is (no bridge tensor between), any other is imported */
         PyErr_Clear();
-        got = bridge_dlpack_ask_managed(obj, &m, &t);
-        if (got > 0) {
-          view_of_dl(&m->dl_tensor, m->flags, &v);
-          if (holds(d, &v)) return take_managed(d, m);
-          t = bridge_dlpack_take_exchanged(m);
+        void *raw;
+        int versioned;
+        if (bridge_dlpack_ask_managed(obj, &raw, &versioned, &t) > 0) {
+          /* a legacy tensor cannot say it may be written: read-only, as from_dlpack reads it */
+          DLManagedTensorVersioned *vm = versioned ? (DLManagedTensorVersioned *)raw : NULL;
+          const DLTensor *dl = vm ? &vm->dl_tensor : &((DLManagedTensor *)raw)->dl_tensor;
+          uint64_t flags = vm ? vm->flags : DLPACK_FLAG_BITMASK_READ_ONLY;
+          view_of_dl(dl, flags, &v);
+          if (holds(d, &v) && (vm != NULL || d->take == TAKE_NUMPY))
+            return vm ? take_managed(d, vm) : ndarray_over_managed(raw, 0, dl, flags);
+          t = bridge_dlpack_take(raw, versioned);
         }
-        got = 0;
       } else if (t == NULL) {
         PyErr_Clear();
         /* a DLPack producer without the C API: asked once, as bridge.from_dlpack asks it */

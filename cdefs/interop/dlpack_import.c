@@ -786,29 +786,35 @@ PyObject *bridge_dlpack_ask(PyObject *x, int host) {
 
 /* The owner of a managed tensor handed to NumPy: its destructor runs the
  * producer's deleter (once: the capsule is its only holder). */
-static const char NAME_OWNER[] = "bridge.dlpack_owner";
+static const char NAME_OWNER[] = "bridge.dlpack_owner", NAME_OWNER_LEGACY[] = "bridge.dlpack_owner_legacy";
 
 static void owner_release(PyObject *cap) {
   void *m = PyCapsule_GetPointer(cap, NAME_OWNER);
   if (m != NULL) bridge_dlpack_release(m, 1);
 }
 
-int bridge_dlpack_ask_managed(PyObject *x, DLManagedTensorVersioned **m, PyObject **tensor) {
+static void owner_release_legacy(PyObject *cap) {
+  void *m = PyCapsule_GetPointer(cap, NAME_OWNER_LEGACY);
+  if (m != NULL) bridge_dlpack_release(m, 0);
+}
+
+int bridge_dlpack_ask_managed(PyObject *x, void **m, int *versioned, PyObject **tensor) {
   int taken;
   uintptr_t stream;
   PyObject *cap = ask_producer(x, NULL, NULL, 0, &taken, &stream);
   if (cap == NULL) return -1;
   parsed_t p;
-  DLManagedTensorVersioned *mm = PyCapsule_IsValid(cap, NAME_VERSIONED)
-                                     ? (DLManagedTensorVersioned *)PyCapsule_GetPointer(cap, NAME_VERSIONED)
-                                     : NULL;
+  int v = PyCapsule_IsValid(cap, NAME_VERSIONED);
+  void *mm = v ? PyCapsule_GetPointer(cap, NAME_VERSIONED)
+               : PyCapsule_IsValid(cap, NAME_LEGACY) ? PyCapsule_GetPointer(cap, NAME_LEGACY) : NULL;
+  DLTensor *dl = mm == NULL ? NULL : v ? &((DLManagedTensorVersioned *)mm)->dl_tensor : &((DLManagedTensor *)mm)->dl_tensor;
   /* a valid host tensor with its strides: claimed as the capsule is consumed
    * (renamed first, so that its destructor leaves the tensor to the caller) */
-  if (mm != NULL && mm->version.major == DLPACK_MAJOR_VERSION && mm->dl_tensor.device.device_type == kDLCPU &&
-      mm->dl_tensor.strides != NULL && parse_managed(mm, 1, 0, &p) == 0 && p.packed_bits == 0 &&
-      PyCapsule_SetName(cap, NAME_USED_VERSIONED) == 0) {
+  if (dl != NULL && dl->device.device_type == kDLCPU && dl->strides != NULL && parse_managed(mm, v, 0, &p) == 0 &&
+      p.packed_bits == 0 && PyCapsule_SetName(cap, v ? NAME_USED_VERSIONED : NAME_USED_LEGACY) == 0) {
     Py_DECREF(cap);
     *m = mm;
+    *versioned = v;
     return 1;
   }
   PyErr_Clear(); /* (parse_managed's reason: the import below gives it again) */
@@ -817,10 +823,11 @@ int bridge_dlpack_ask_managed(PyObject *x, DLManagedTensorVersioned **m, PyObjec
   return *tensor != NULL ? 0 : -1;
 }
 
-PyObject *bridge_dlpack_owner(DLManagedTensorVersioned *m) {
+PyObject *bridge_dlpack_owner(void *m, int versioned) {
   BUMP(STAT_IMPORTS); /* (balanced by the release, as a storage's import is) */
-  PyObject *owner = PyCapsule_New(m, NAME_OWNER, owner_release);
-  if (owner == NULL) bridge_dlpack_release(m, 1);
+  PyObject *owner = versioned ? PyCapsule_New(m, NAME_OWNER, owner_release)
+                              : PyCapsule_New(m, NAME_OWNER_LEGACY, owner_release_legacy);
+  if (owner == NULL) bridge_dlpack_release(m, versioned);
   return owner;
 }
 

@@ -89,13 +89,14 @@ int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *o
  * import it: the one request. */
 PyObject *bridge_dlpack_ask(PyObject *x, int host);
 /* x.__dlpack__ asked as bridge_dlpack_ask asks it: 1 with *m, the producer's
- * versioned host tensor, valid (bridge.from_dlpack's checks) and the
- * caller's to release (bridge_dlpack_release) or hand on; 0 with *tensor,
- * any other capsule imported as from_dlpack imports it; -1 with an error. */
-int bridge_dlpack_ask_managed(PyObject *x, DLManagedTensorVersioned **m, PyObject **tensor);
-/* An object whose death releases `m` (bridge_dlpack_release), to be the
- * base of an array over its memory; NULL (m released) on error. */
-PyObject *bridge_dlpack_owner(DLManagedTensorVersioned *m);
+ * host tensor with strides (versioned or not: *versioned), valid
+ * (bridge.from_dlpack's checks) and the caller's to release
+ * (bridge_dlpack_release) or hand on; 0 with *tensor, any other capsule
+ * imported as from_dlpack imports it; -1 with an error. */
+int bridge_dlpack_ask_managed(PyObject *x, void **m, int *versioned, PyObject **tensor);
+/* An object whose death releases managed tensor `m` (bridge_dlpack_release),
+ * to be the base of an array over its memory; NULL (m released) on error. */
+PyObject *bridge_dlpack_owner(void *m, int versioned);
 /* Import a managed tensor taken over (from a capsule or an exchange API). */
 PyObject *bridge_dlpack_take(void *managed, int versioned);
 /* The type's __dlpack_c_exchange_api__ capsule, or None (borrowed; cached

@@ -150,8 +150,8 @@ def test_a_malformed_dlpack_producer_is_refused_like_from_dlpack(kwargs, match, 
         assert deleter_calls() == before + p.asked
 
 
-@pytest.mark.parametrize("to, flags", [("numpy", 0), ("numpy", 1), ("torch", 0)],
-                         ids=["numpy", "numpy-read-only", "torch"])  # fmt: skip
+@pytest.mark.parametrize("to, flags", [("numpy", 0), ("numpy", 1), ("numpy", "legacy"), ("torch", 0)],
+                         ids=["numpy", "numpy-read-only", "numpy-legacy", "torch"])  # fmt: skip
 def test_a_dlpack_producer_goes_straight_into_the_destination(to, flags):
     """A valid host tensor the destination holds goes to NumPy's C API or the
     destination's exchange API as it is: no bridge tensor, no general path."""
@@ -163,7 +163,9 @@ def test_a_dlpack_producer_goes_straight_into_the_destination(to, flags):
     _C._register("convert_slow", lambda *a, **k: calls.append(a) or general(*a, **k))
     try:
         before = deleter_calls()
-        p = CapsuleProducer(buf=buf, flags=flags, code=2, bits=32)
+        legacy = flags == "legacy"  # (mlx's kind): it cannot say writable, so it is lent read-only
+        p = CapsuleProducer(buf=buf, code=2, bits=32, **({"versioned": False} if legacy else {"flags": flags}))
+        flags = 1 if legacy else flags
         out = bridge.convert(p, to)
     finally:
         _C._register("convert_slow", general)
