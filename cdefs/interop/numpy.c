@@ -366,7 +366,10 @@ PyObject *bridge_numpy_array_over(PyObject *owner, void *data, DLDataType dt, in
   /* Read-only memory gets a base that is not an array nor a writable buffer: NumPy lets
    * `flags.writeable = True` through when the base chain ends at a writable array (a
    * read-only view of one), and the memory was lent read-only. */
-  PyObject *base = readonly ? PyCapsule_New(Py_NewRef(owner), READONLY_BASE, readonly_base_release) : Py_NewRef(owner);
+  /* (an owner that is a capsule already, as an Arrow guard or a managed tensor's is, is such a base) */
+  PyObject *base = readonly && !PyCapsule_CheckExact(owner)
+                       ? PyCapsule_New(Py_NewRef(owner), READONLY_BASE, readonly_base_release)
+                       : Py_NewRef(owner);
   if (base == NULL) {
     Py_DECREF(owner); /* the capsule's reference, never taken */
     Py_DECREF(descr);
