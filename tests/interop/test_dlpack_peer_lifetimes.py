@@ -177,6 +177,11 @@ def _leak_cases():
         x = tvm_ffi.from_dlpack(np.arange(64.0))
         return lambda: bridge.from_dlpack(x)
 
+    def tvm_convert_numpy():  # a capsule's tensor straight into an ndarray, released by its base
+        tvm_ffi = pytest.importorskip("tvm_ffi")
+        x = tvm_ffi.from_dlpack(np.arange(64.0))
+        return lambda: bridge.convert(x, np)
+
     def bridge_capsule():
         t = bridge.arange(64, dtype=bridge.float32)
         return lambda: bridge.from_dlpack(t.__dlpack__(max_version=(1, 3)))
@@ -212,6 +217,7 @@ def _leak_cases():
         "torch-import": (torch_import, n, 0, 0),  # borrowed: torch's tensor object owns the memory
         "tvm-ffi-export": (tvm_export, n, 1, 0),
         "tvm-ffi-import": (tvm_import, n, 0, 1),
+        "tvm-ffi-convert-numpy": (tvm_convert_numpy, n, 0, 1),
         "bridge-capsule": (bridge_capsule, n, 1, 1),
         "bridge-legacy-capsule": (bridge_legacy_capsule, n, 1, 1),
         "bridge-unconsumed-capsule": (bridge_unconsumed_capsule, n, 1, 0),

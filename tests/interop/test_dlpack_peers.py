@@ -610,3 +610,34 @@ def test_bridge_from_bridge_capsule(max_version):
     del b, cap
     d = balanced(before)
     assert d["exports"] == 1 and d["imports"] == 1
+
+
+def test_bridge_from_torch_and_other_types_from_threads():
+    """Imports of torch tensors (borrowed) and of other producer types from
+    several threads at once: each thread's view is its own tensor's memory,
+    and the per-type record bridge remembers switches types correctly."""
+    import threading
+
+    torch = pytest.importorskip("torch")
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(300):
+                x = torch.full((8,), float(k * 1000 + i))
+                a = np.full(4, k * 1000 + i, dtype=np.int64)
+                b = bridge.from_dlpack(x)
+                c = bridge.from_dlpack(a)
+                assert b.untyped_storage().owner is x and b.data_ptr() == x.data_ptr()
+                assert b.tolist() == x.tolist() and c.tolist() == a.tolist()
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    before = snapshot()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    balanced(before)
