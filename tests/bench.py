@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -525,6 +526,67 @@ def import_rows(repeat: int) -> list[dict[str, Any]]:
     }]  # fmt: skip
 
 
+FIRST_CALL_CHILD = """
+import sys, time
+import numpy as np, bridge
+dest, route = sys.argv[1], sys.argv[2]
+a = np.empty(256 + 16, np.float32)
+a = a[(-a.ctypes.data // 4) % 16:][:256]  # 64-byte aligned: no destination needs a copy
+a[:] = 1
+if dest == "numpy":
+    import torch
+    src = torch.from_numpy(a.copy())
+    fn = (lambda: bridge.convert(src, np)) if route == "bridge" else (lambda: np.from_dlpack(src))
+elif dest == "torch":
+    import torch
+    fn = (lambda: bridge.convert(a, torch)) if route == "bridge" else (lambda: torch.from_dlpack(a))
+else:
+    import jax, jax.dlpack
+    fn = (lambda: bridge.convert(a, jax)) if route == "bridge" else (lambda: jax.dlpack.from_dlpack(a))
+t0 = time.perf_counter(); fn(); t1 = time.perf_counter(); fn(); t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def first_call_rows(repeat: int) -> list[dict[str, Any]]:
+    """The first ``convert`` into a destination in a fresh interpreter, beside
+    the destination's own ``from_dlpack`` called first in one (1 KiB float32,
+    64-byte aligned, so that both share memory). No target: the row shows
+    what a user's first call costs beside the library's own first call.
+
+    Both pay what any first call pays (code and data brought into the caches,
+    the destination's own lazy set-up); convert adds its registration of the
+    destination. Best of ``max(repeat, 5)`` interpreters per column, the
+    columns interleaved; the second call of the same children is shown too.
+    """
+    import subprocess
+
+    pairs = [("numpy", "torch -> numpy"), ("torch", "numpy -> torch")]
+    if importlib.util.find_spec("jax") is not None:
+        pairs.append(("jax", "numpy -> jax"))
+    rows = []
+    for dest, name in pairs:
+        if torch is None and "torch" in name:
+            continue
+        best = {("bridge", 0): float("inf"), ("bridge", 1): float("inf"), ("own", 0): float("inf"),
+                ("own", 1): float("inf")}  # fmt: skip
+        for _ in range(max(repeat, 5)):
+            for route in ("bridge", "own"):
+                out = subprocess.run([sys.executable, "-c", FIRST_CALL_CHILD, dest, route], check=True,
+                                     capture_output=True, text=True).stdout.split()  # fmt: skip
+                for i in (0, 1):
+                    best[route, i] = min(best[route, i], float(out[i]))
+        ratio = best["bridge", 0] / best["own", 0]
+        rows.append({
+            "name": f"first call, fresh interpreter: convert({name}) | {dest}'s from_dlpack",
+            "bridge_s": best["bridge", 0], "numpy_s": best["own", 0], "torch_s": None, "tvm_s": None,
+            "bridge/numpy": ratio, "bridge/torch": None, "bridge/tvm": None,
+            "second_bridge_s": best["bridge", 1], "second_own_s": best["own", 1],
+            "target": None, "target_vs": "numpy", "status": None,
+        })  # fmt: skip
+    return rows
+
+
 def size_independence(repeat: int, min_time: float) -> list[dict[str, Any]]:
     """Zero-copy proof: the same exchanges at 1 KiB and 1 GiB take the same time
     (within 1.1x) and 10,000 of them at 1 GiB add no resident memory."""
@@ -687,6 +749,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in import_rows(args.repeat):
             results.append(r)
             print_row(r, first=False)
+
+    if not args.k or "first" in args.k:
+        print("\nfirst call (fresh interpreters; the 'numpy' column is the destination's own from_dlpack)")
+        for r in first_call_rows(args.repeat):
+            results.append(r)
+            print_row(r, first=False)
+            print(f"  {'':<64}then: convert {fmt_time(r['second_bridge_s'])}, "
+                  f"own {fmt_time(r['second_own_s'])}")  # fmt: skip
 
     if not args.k or "process" in args.k:
         from bench_processes import process_rows

@@ -486,8 +486,9 @@ def _register(to: object, h: Holds) -> None:
     (which it checks against the setting at each call). Destinations that
     copy every import, or that hold no host memory (CuPy: every source the
     fast path finishes is host memory, which they need moved) are left to the
-    general path."""
+    general path, remembered as such so that the C path does not ask again."""
     if h.always_copies or "cpu" not in h.devices:
+        _C.convert_register(to, None, None)
         return
     if h.name == "jax":
         h = narrowed(h)

@@ -18,6 +18,7 @@
 
 #include "interop/interop.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -385,7 +386,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     Py_XDECREF(done);
     cap = done != NULL ? PyDict_GetItemWithError(registry, args[1]) : NULL;
   }
-  if (cap == NULL) {
+  if (cap == NULL || cap == Py_None) {
     PyErr_Clear();
     return general(args[0], args, nargsf, kwnames);
   }
@@ -400,52 +401,87 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
 
 /* ------------------------------------------------------------ registry */
 
-static int flag(PyObject *spec, const char *key, int *out) {
-  PyObject *v = PyDict_GetItemString(spec, key);
-  if (v == NULL) {
-    PyErr_Format(PyExc_ValueError, "convert_register(): spec has no %s", key);
-    return -1;
-  }
+/* The spec's keys, interned at init: a first call registers its
+ * destination, and a lookup by C string would make and hash a str each time. */
+enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_READONLY, K_ALIGNMENT, K_ND_BOOL,
+       K_DTYPES, K_ELEMENT_ALIGNED, K_COUNT };
+static const char *const spec_names[K_COUNT] = {"strides",   "negative", "zero",      "byte_offset",
+                                                "zero_d",    "max_ndim", "readonly",  "alignment",
+                                                "nd_bool",   "dtypes",   "element_aligned"};
+static PyObject *spec_keys[K_COUNT];
+
+static PyObject *spec_item(PyObject *spec, int key) {
+  PyObject *v = PyDict_GetItemWithError(spec, spec_keys[key]);
+  if (v == NULL && !PyErr_Occurred())
+    PyErr_Format(PyExc_ValueError, "convert_register(): spec has no %s", spec_names[key]);
+  return v;
+}
+
+static int flag(PyObject *spec, int key, int *out) {
+  PyObject *v = spec_item(spec, key);
+  if (v == NULL) return -1;
   long x = PyLong_AsLong(v);
   if (x == -1 && PyErr_Occurred()) return -1;
+  if (x < INT_MIN || x > INT_MAX) {
+    PyErr_Format(PyExc_ValueError, "convert_register(): spec['%s'] is out of range", spec_names[key]);
+    return -1;
+  }
   *out = (int)x;
   return 0;
 }
 
 /* A (code, bits, lanes) triple's key. */
 static int dtype_of(PyObject *triple, uint32_t *key) {
-  int code, bits, lanes;
-  if (!PyArg_ParseTuple(triple, "iii", &code, &bits, &lanes)) return -1;
-  DLDataType t = {(uint8_t)code, (uint8_t)bits, (uint16_t)lanes};
+  long v[3];
+  if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) goto bad;
+  for (int i = 0; i < 3; i++) {
+    v[i] = PyLong_AsLong(PyTuple_GET_ITEM(triple, i));
+    if (v[i] == -1 && PyErr_Occurred()) return -1;
+    if (v[i] < 0 || v[i] > (i == 2 ? 0xffff : 0xff)) goto bad;
+  }
+  DLDataType t = {(uint8_t)v[0], (uint8_t)v[1], (uint16_t)v[2]};
   *key = dtype_key(t);
   return 0;
+bad:
+  PyErr_SetString(PyExc_ValueError, "convert_register(): a dtype is a (code, bits, lanes) tuple of DLPack's ranges");
+  return -1;
+}
+
+/* registry[to] = record (a destination capsule, or None: the general path). */
+static PyObject *remember(PyObject *to, PyObject *record) {
+  if (PyDict_GET_SIZE(registry) >= 256) PyDict_Clear(registry); /* bound it: `to` may be made per call */
+  if (PyDict_SetItem(registry, to, record) < 0) return NULL;
+  Py_RETURN_NONE;
 }
 
 /* convert_register(to, take, spec): see the method's docstring. */
 static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
-  if (nargs != 3 || !PyDict_Check(args[2]))
-    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict)");
+  if (nargs != 3 || !(PyDict_Check(args[2]) || args[2] == Py_None))
+    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None)");
   PyObject *to = args[0], *take = args[1], *spec = args[2];
+  if (spec == Py_None) return remember(to, Py_None); /* always the general path: asked once */
   destination *d = (destination *)calloc(1, sizeof *d);
   if (d == NULL) return PyErr_NoMemory();
   int alignment = 0;
-  if (flag(spec, "strides", &d->strides) < 0 || flag(spec, "negative", &d->negative) < 0 ||
-      flag(spec, "zero", &d->zero) < 0 || flag(spec, "byte_offset", &d->byte_offset) < 0 ||
-      flag(spec, "zero_d", &d->zero_d) < 0 || flag(spec, "max_ndim", &d->max_ndim) < 0 ||
-      flag(spec, "readonly", &d->readonly) < 0 || flag(spec, "alignment", &alignment) < 0 ||
-      flag(spec, "nd_bool", &d->nd_bool) < 0)
+  if (flag(spec, K_STRIDES, &d->strides) < 0 || flag(spec, K_NEGATIVE, &d->negative) < 0 ||
+      flag(spec, K_ZERO, &d->zero) < 0 || flag(spec, K_BYTE_OFFSET, &d->byte_offset) < 0 ||
+      flag(spec, K_ZERO_D, &d->zero_d) < 0 || flag(spec, K_MAX_NDIM, &d->max_ndim) < 0 ||
+      flag(spec, K_READONLY, &d->readonly) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
+      flag(spec, K_ND_BOOL, &d->nd_bool) < 0)
     goto fail;
   d->alignment = alignment;
-  PyObject *dtypes = PyDict_GetItemString(spec, "dtypes"); /* a tuple of (code, bits, lanes) */
-  if (dtypes == NULL || !PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) > MAX_DTYPES) {
+  PyObject *dtypes = spec_item(spec, K_DTYPES); /* a tuple of (code, bits, lanes) */
+  if (dtypes == NULL) goto fail;
+  if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) > MAX_DTYPES) {
     PyErr_SetString(PyExc_ValueError, "convert_register(): spec['dtypes'] is a tuple of at most 64 triples");
     goto fail;
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dtypes); i++)
     if (dtype_of(PyTuple_GET_ITEM(dtypes, i), &d->dtypes[d->ndtypes++]) < 0) goto fail;
-  PyObject *aligned = PyDict_GetItemString(spec, "element_aligned"); /* a subset of dtypes */
-  if (aligned == NULL || !PyTuple_Check(aligned)) {
+  PyObject *aligned = spec_item(spec, K_ELEMENT_ALIGNED); /* a subset of dtypes */
+  if (aligned == NULL) goto fail;
+  if (!PyTuple_Check(aligned)) {
     PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] is a tuple of triples");
     goto fail;
   }
@@ -482,11 +518,9 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   }
   PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
   if (cap == NULL) goto fail;
-  if (PyDict_GET_SIZE(registry) >= 256) PyDict_Clear(registry); /* bound it: `to` may be made per call */
-  int rc = PyDict_SetItem(registry, to, cap);
+  PyObject *done = remember(to, cap);
   Py_DECREF(cap);
-  if (rc < 0) return NULL;
-  Py_RETURN_NONE;
+  return done;
 fail:
   Py_XDECREF(d->keep);
   free(d);
@@ -541,7 +575,8 @@ static PyMethodDef crossing_functions[] = {
      "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
      "byte_offset, zero_d, max_ndim (-1: any), nd_bool, readonly, alignment, dtypes (a tuple of (code,\n"
      "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
-     "size). ValueError/TypeError for a malformed spec."},
+     "size); spec None: `to` always takes the general path (take is ignored). ValueError/TypeError\n"
+     "for a malformed spec."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
      "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
     {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
@@ -558,6 +593,8 @@ int bridge_crossing_init(PyObject *mod) {
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
     return -1;
+  for (int i = 0; i < K_COUNT; i++)
+    if (!(spec_keys[i] = PyUnicode_InternFromString(spec_names[i]))) return -1;
   if (!(kwnames_of[1] = PyTuple_Pack(1, str_copy_kw)) || !(kwnames_of[2] = PyTuple_Pack(1, str_readonly_kw)) ||
       !(kwnames_of[3] = PyTuple_Pack(2, str_copy_kw, str_readonly_kw)))
     return -1;

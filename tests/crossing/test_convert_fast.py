@@ -272,7 +272,18 @@ def test_registry_functions() -> None:
         _C.convert_register("x", None, [])
     with pytest.raises(ValueError, match="spec has no"):
         _C.convert_register("x", None, {})
+    good = conv._spec(conv.resolve("numpy"))
+    for key, bad, why in [("dtypes", ((2, 32, 1, 0),), "DLPack's ranges"), ("dtypes", ((2, 256, 1),), "ranges"),
+                          ("dtypes", ((-1, 8, 1),), "ranges"), ("dtypes", ([2, 32, 1],), "ranges"),
+                          ("alignment", 2**40, "out of range"), ("element_aligned", ((99, 8, 1),), "not in dtypes")]:
+        with pytest.raises(ValueError, match=why):
+            _C.convert_register("x", None, {**good, key: bad})
+    with pytest.raises(TypeError):
+        _C.convert_register("x", None, {**good, "zero": "yes"})
     assert not _C.convert_registered("x")
+    _C.convert_register("x", None, None)  # always the general path
+    assert _C.convert_registered("x")
+    _C.convert_forget()
 
 
 @pytest.mark.parametrize("dest", ["torch", "numpy", "bridge"])
@@ -291,6 +302,29 @@ def test_the_first_call_takes_the_fast_path(dest: str) -> None:
         with pytest.raises(ValueError, match="no destination"):
             bridge.convert(_base(), "no_such_library")
     assert len(calls) == 1 and not _C.convert_registered("no_such_library")
+
+
+def test_a_destination_the_fast_path_cannot_take_is_asked_about_once() -> None:
+    """mlx copies every import, so it is the general path's; the C path
+    remembers that instead of making the registration up-call on every call."""
+    assert "mlx" in installed()  # a test extra on Linux
+    _C.convert_forget()
+    asked: list[object] = []
+    register = conv._register_for
+
+    def recording(to: object) -> None:
+        asked.append(to)
+        register(to)
+
+    _C._register("convert_register_for", recording)
+    try:
+        with spy() as calls, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(3):
+                bridge.convert(_base(), "mlx")
+    finally:
+        _C._register("convert_register_for", register)
+    assert asked == ["mlx"] and len(calls) == 3 and _C.convert_registered("mlx")
 
 
 def test_converts_from_threads_agree() -> None:
