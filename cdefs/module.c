@@ -18,7 +18,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
   static const char *keys[STAT_COUNT] = {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
       "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
-      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries", "copy_permuted", "copy_chained"};
+      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));

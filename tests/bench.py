@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided as np_as_strided
 from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
 
 import bridge
@@ -149,6 +150,70 @@ def copy_rows() -> list[Row]:
     rows.append(_plain_clone_row(f32))
     rows.append(_small_transpose_row())
     return rows
+
+
+def overlap_rows() -> list[Row]:
+    """copy_ between views of one storage (issue 33), side by side with
+    NumPy's ``copyto`` (which copies an overlapping source into a temporary
+    first) and torch's advice (``dst.copy_(src.clone())``: its copy_ refuses
+    most overlaps). Target: never slower than NumPy. One thread, as NumPy."""
+    rows = []
+    cases = [
+        ("copy_ overlapping: 64 MiB f32 (4096,4096)[1:,1:] <- [:-1,:-1].t()  [shifted transpose]", 4096 * 4096,
+         lambda x: (x.reshape(4096, 4096)[1:, 1:], x.reshape(4096, 4096)[:-1, :-1].T)),
+        ("copy_ overlapping: 64 MiB f32 (4096,4096) <- itself .t()  [in-place transpose]", 4096 * 4096,
+         lambda x: (x.reshape(4096, 4096), x.reshape(4096, 4096).T)),
+        ("copy_ overlapping: 64 MiB f32 [1:] <- [:-1]  [a shift: runs, no temporary]", 4096 * 4096,
+         lambda x: (x[1:], x[:-1])),
+    ]  # fmt: skip
+    for name, n, views in cases:
+        a = np.arange(n, dtype=np.float32)
+        na, nb = views(a)
+        t = bridge.from_numpy(np.arange(n, dtype=np.float32))
+        tt = torch.from_numpy(np.arange(n, dtype=np.float32)) if torch is not None else None
+        bd, bs = _twin_views(t, views)
+        td, ts = _twin_views(tt, views) if tt is not None else (None, None)
+
+        def check(bd: Any = bd, bs: Any = bs, na: Any = na, nb: Any = nb) -> None:
+            want = nb.copy()
+            bd.copy_(bs)
+            np.copyto(na, nb)
+            assert np.array_equal(bd.numpy(), want) and np.array_equal(na, want)
+
+        rows.append(Row(name, _threads(1, lambda bd=bd, bs=bs: bd.copy_(bs)),
+                        lambda na=na, nb=nb: np.copyto(na, nb),
+                        _threads(1, lambda td=td, ts=ts: td.copy_(ts.clone())) if td is not None else None,
+                        target=1.0, check=check))  # fmt: skip
+    strides = [int(x) for x in np.random.default_rng(5).integers(990, 1010, 16)]
+    raw = np.arange(sum(strides) + 8, dtype=np.uint8)
+    nd, ns = np_as_strided(raw[7:], [2] * 16, strides), np_as_strided(raw, [2] * 16, strides)
+    u = bridge.from_numpy(raw.copy())
+    ud, us = u.as_strided([2] * 16, strides, 7), u.as_strided([2] * 16, strides, 0)
+    rows.append(Row("copy_ overlapping: u8, 16 dims of 2, strides ~1000 that do not nest  [64 KiB]",
+                    lambda: ud.copy_(us), lambda: np.copyto(nd, ns), None, target=1.0))  # fmt: skip
+    return rows
+
+
+def _twin_views(x: Any, views: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """``views`` (written for NumPy: reshape, slices, ``.T``) applied to a
+    bridge or torch tensor."""
+
+    class Proxy:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+        def reshape(self, *shape: int) -> Proxy:
+            return Proxy(self.v.reshape(*shape))
+
+        def __getitem__(self, key: Any) -> Proxy:
+            return Proxy(self.v[key])
+
+        @property
+        def T(self) -> Proxy:  # noqa: N802
+            return Proxy(self.v.t())
+
+    d, s = views(Proxy(x))
+    return d.v, s.v
 
 
 def _broadcast_row(f32: np.ndarray[Any, Any]) -> Row:
@@ -619,6 +684,7 @@ def size_independence(repeat: int, min_time: float) -> list[dict[str, Any]]:
 
 GROUPS: list[Callable[[], list[Row]]] = [
     copy_rows,
+    overlap_rows,
     core_rows,
     dlpack_rows,
     array_interface_rows,

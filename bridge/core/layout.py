@@ -95,4 +95,19 @@ def _copy_from_array(out: Tensor, arr: np.ndarray[Any, Any]) -> None:
     except (TypeError, ValueError):  # no bridge dtype, or strides bridge cannot express
         src = None
     if src is None or not _C.copy_into(out, src):
-        np.copyto(out._np_view(), np.broadcast_to(arr, out.shape), casting="unsafe")
+        _numpy_copyto(out, arr)
+
+
+def _numpy_copyto(out: Tensor, value: Any) -> None:
+    """NumPy's copy of ``value`` (broadcast to ``out``'s shape, cast as torch
+    casts) into ``out``. A dim along which ``out`` repeats one address
+    (stride 0: an expanded tensor) is written once, with the value an element
+    loop in index order leaves there (its last), as the copy kernel writes
+    it: never once per virtual element. ValueError when the shapes do not
+    broadcast."""
+    view = out._np_view()
+    value = np.broadcast_to(value, view.shape)
+    if 0 in view.strides:
+        last = tuple(slice(n - 1, n) if st == 0 else slice(None) for n, st in zip(view.shape, view.strides))
+        view, value = view[last], value[last]
+    np.copyto(view, value, casting="unsafe")

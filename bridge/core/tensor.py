@@ -34,6 +34,7 @@ from bridge.core.layout import (
     _empty,
     _from_numpy_copy,
     _layout_strides,
+    _numpy_copyto,
     channels_last,
     channels_last_3d,
     contiguous_format,
@@ -301,7 +302,7 @@ class Tensor(_C.TensorBase):
             # a source sharing memory with this tensor is copied first
             if _shares_memory(self, src):
                 src = src.clone()
-            np.copyto(self._np_view(), _broadcast_for(src._np_view(), self._shape), casting="unsafe")
+            _numpy_copyto(self, src._np_view())
             return self
         value = np.asarray(src)  # a NumPy array, nested lists or a scalar
         _broadcast_for(value, self._shape)  # torch's error for shapes that do not broadcast
@@ -335,7 +336,7 @@ class Tensor(_C.TensorBase):
         arr = np.asarray(value.item() if isinstance(value, Tensor) else value)
         if arr.ndim:
             raise ValueError(f"fill_() takes a scalar, got shape {arr.shape}")
-        np.copyto(self._np_view(), arr, casting="unsafe")
+        _numpy_copyto(self, arr)
         return self
 
     def zero_(self) -> Tensor:

@@ -31,4 +31,14 @@ int bridge_cast_lookup(const DTypeObject *from, const DTypeObject *to, bridge_ca
  * bridge_conv_fn). */
 int bridge_cast_run(const bridge_cast *c, const char *src, char *dst, int64_t n, int64_t dstride);
 
+/* Move an nk x nj block of isz-byte elements (tiles.c): element (k, j) from
+ * s + k*sK + j*sJ to d + k*dK + j*dJ, byte strides. bridge_move_tile picks
+ * rows of memcpy, a SIMD transpose or a reversal where the strides allow;
+ * bridge_move_elems is the element loop. The block's two sides must not
+ * overlap. */
+void bridge_move_tile(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t dJ, int64_t sK,
+                      int64_t sJ, int isz);
+void bridge_move_elems(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t dJ, int64_t sK,
+                       int64_t sJ, int isz);
+
 #endif /* BRIDGE_COPY_H */

@@ -54,9 +54,6 @@ extern PyTypeObject BridgeDType_Type;
 /* The registered dtype for DLPack (code, bits, lanes), or NULL (borrowed).
  * lanes > 1 only names a packed sub-byte type (two float4 values per byte). */
 DTypeObject *bridge_dtype_from_dlpack(int code, int bits, int lanes);
-/* The registered unsigned dtype of `itemsize` bytes (uint8..uint64; complex128
- * for 16), used to move bits without interpreting them (borrowed). */
-DTypeObject *bridge_bits_dtype(int itemsize);
 
 /* ---------------------------------------------------------------- storage */
 
@@ -242,7 +239,7 @@ enum {
   STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
   STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
   STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COPY_THREADS, STAT_COPY_STAGED, STAT_COPY_TEMPORARIES,
-  STAT_COPY_PERMUTED, STAT_COPY_CHAINED, STAT_COUNT
+  STAT_COUNT
 };
 extern uint64_t bridge_stats_counters[STAT_COUNT];
 #define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)

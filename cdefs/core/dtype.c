@@ -12,17 +12,12 @@ static DTypeObject *by_dlpack[MAX_CODE][MAX_BITS + 1]; /* strong references */
 /* Packed sub-byte types (lanes * bits == 8: one byte holds 8 / bits values),
  * by (code, bits). */
 static DTypeObject *by_packed[MAX_CODE][8];
-static DTypeObject *by_bits_size[17]; /* strong references */
 
 DTypeObject *bridge_dtype_from_dlpack(int code, int bits, int lanes) {
   if (code < 0 || code >= MAX_CODE || bits < 0 || bits > MAX_BITS) return NULL;
   if (lanes == 1) return by_dlpack[code][bits];
   if (bits > 0 && bits < 8 && lanes * bits == 8) return by_packed[code][bits];
   return NULL;
-}
-
-DTypeObject *bridge_bits_dtype(int itemsize) {
-  return itemsize >= 0 && itemsize <= 16 ? by_bits_size[itemsize] : NULL;
 }
 
 static int copy_name(char *dst, const char *src, const char *what) {
@@ -76,9 +71,6 @@ static PyObject *dtype_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return NULL;
   }
   *slot = (DTypeObject *)Py_NewRef(self);
-  int is_bits_type = (code == kDLUInt && kind == KIND_INT) || (code == kDLComplex && itemsize == 16);
-  if (is_bits_type && by_bits_size[itemsize] == NULL)
-    by_bits_size[itemsize] = (DTypeObject *)Py_NewRef(self);
   return (PyObject *)self;
 }
 

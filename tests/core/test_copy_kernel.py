@@ -249,31 +249,30 @@ def _stats() -> dict[str, int]:
 
 
 @pytest.mark.parametrize(
-    ("make", "want_temp", "want_permuted"),
+    ("make", "want_temp"),
     [
-        (lambda t: (t[1:], t[:-1]), False, False),  # shift up: copied backwards
-        (lambda t: (t[:-1], t[1:]), False, False),  # shift down: forwards
-        (lambda t: (t, t.flip(0)), False, True),  # in-place reversal: pairs swapped
-        (lambda t: (t.view(200, 200), t.view(200, 200).t()), False, True),  # in-place transpose
-        (lambda t: (t.view(200, 200), t.view(200, 200).t().flip(0)), False, True),  # rot90: cycles of 4
-        (lambda t: (t.view(200, 200)[:50, :50], t.view(200, 200)[:50, :50].t()), False, True),  # a gapped block
-        (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)), False, True),
-        (lambda t: (t.view(200, 200)[1:, 1:], t.view(200, 200)[:-1, :-1].t()), False, False),  # shifted: chains
-        (lambda t: (t.view(200, 200)[:150, :190], t.view(200, 200)[:190, :150].t()), False, False),  # chains, pairs
-        (lambda t: (t[:27000].view(30, 30, 30), t[:27000].view(30, 30, 30).permute(1, 2, 0)), False, True),
-        (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False, False),  # a row to all
-        (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False, False),  # shift along rows
-        (lambda t: (t, t), False, False),  # onto itself
-        (lambda t: (t.view(200, 200)[:100, :100], t.as_strided((100, 100), (1, 1), 0)), False, False),  # windows
-        (lambda t: (t.as_strided((100, 100), (1, 200), 50), t.as_strided((100, 100), (1, 1), 0)), False, False),
-        (lambda t: (t.view(200, 200)[1:, :50], t.view(200, 200)[:-1, 100:101].expand(199, 50).t().t()), False, False),
+        (lambda t: (t[1:], t[:-1]), False),  # shift up: copied backwards
+        (lambda t: (t[:-1], t[1:]), False),  # shift down: forwards
+        (lambda t: (t, t.flip(0)), True),  # in-place reversal
+        (lambda t: (t.view(200, 200), t.view(200, 200).t()), True),  # in-place transpose
+        (lambda t: (t.view(200, 200), t.view(200, 200).t().flip(0)), True),  # rot90
+        (lambda t: (t.view(200, 200)[:50, :50], t.view(200, 200)[:50, :50].t()), True),  # a gapped block
+        (lambda t: (t.view(40, 40, 25)[:, :, :20], t.view(40, 40, 25)[:, :, :20].permute(1, 0, 2).flip(2)), True),
+        (lambda t: (t.view(200, 200)[1:, 1:], t.view(200, 200)[:-1, :-1].t()), True),  # a shifted transpose
+        (lambda t: (t.view(200, 200)[:150, :190], t.view(200, 200)[:190, :150].t()), True),
+        (lambda t: (t[:27000].view(30, 30, 30), t[:27000].view(30, 30, 30).permute(1, 2, 0)), True),
+        (lambda t: (t.view(200, 200)[1:], t.view(200, 200)[0].expand(199, 200)), False),  # a row to all
+        (lambda t: (t.view(200, 200)[:, 1:], t.view(200, 200)[:, :-1]), False),  # shift along rows
+        (lambda t: (t, t), False),  # onto itself
+        (lambda t: (t.view(200, 200)[:100, :100], t.as_strided((100, 100), (1, 1), 0)), False),  # windows
+        (lambda t: (t.as_strided((100, 100), (1, 200), 50), t.as_strided((100, 100), (1, 1), 0)), False),
+        (lambda t: (t.view(200, 200)[1:, :50], t.view(200, 200)[:-1, 100:101].expand(199, 50).t().t()), False),
     ],
 )  # fmt: skip
-def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> None:
-    """Overlapping copies match NumPy's (which copies src first), with no
-    temporary of the whole tensor: a safe order through a tile-sized buffer,
-    a permutation of dst's own elements, or chains of elements (a shifted
-    transpose)."""
+def test_overlapping_copies(make: Any, want_temp: bool) -> None:
+    """Overlapping copies match NumPy's (which copies src first): a safe
+    order of runs through a tile-sized buffer where one exists (a shift),
+    else one temporary of src's distinct elements (as NumPy does)."""
     t = bridge.arange(40000, dtype=bridge.float64)
     a = t.numpy()
     dst, src = make(t)
@@ -284,23 +283,41 @@ def test_overlapping_copies(make: Any, want_temp: bool, want_permuted: bool) -> 
     dst.copy_(src)
     after = _stats()
     assert np.array_equal(a, want)
-    assert (after["copy_temporaries"] > before["copy_temporaries"]) == want_temp
-    assert (after["copy_permuted"] > before["copy_permuted"]) == want_permuted
+    assert after["copy_temporaries"] - before["copy_temporaries"] == want_temp
 
 
-def test_overlapping_cast_between_equal_sizes_is_done_in_place() -> None:
-    """An int32 view written from the float32 transpose of its own bytes:
-    each element converted as it moves along its chain or cycle."""
+def test_overlapping_cast_between_equal_sizes() -> None:
+    """An int32 view written from the float32 transpose of its own bytes."""
     t = bridge.arange(40000, dtype=bridge.float32)
     a = t.numpy()
     want = a.copy()
     want.view(np.int32).reshape(200, 200)[...] = a.reshape(200, 200).T.astype(np.int32)
-    before = _stats()
     t.view(bridge.int32).view(200, 200).copy_(t.view(200, 200).t())
-    after = _stats()
     assert a.tobytes() == want.tobytes()
-    assert after["copy_temporaries"] == before["copy_temporaries"]
-    assert after["copy_chained"] == before["copy_chained"] + 1
+
+
+_HELD_ONCE = """
+import resource, numpy as np, bridge
+t = bridge.arange(1 << 24, dtype=bridge.float64)  # 128 MiB, touched
+dst = t.view(4096, 4096).t()[:, 1:]  # meets src, and no order of runs is safe
+src = t[:4095].expand(4096, 4095)
+want = np.broadcast_to(t.numpy()[:4095].copy(), (4096, 4095))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+dst.copy_(src)
+assert np.array_equal(dst.numpy(), want)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak)
+"""
+
+
+def test_a_broadcast_source_overlapping_its_destination_is_held_once() -> None:
+    """The temporary holds src's distinct elements: a row repeated 4,096 times
+    onto a transposed view of its own storage holds one row (32 KiB), not the
+    128 MiB of the whole source. Peak memory, in a fresh process."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _HELD_ONCE], check=True, capture_output=True, text=True)
+    assert int(out.stdout) < 16 << 10, out.stdout  # KiB
 
 
 @settings(SETTINGS, max_examples=150)
@@ -313,8 +330,8 @@ def test_overlapping_cast_between_equal_sizes_is_done_in_place() -> None:
 )
 def test_in_place_permutations_match_numpy(side: int, ndim: int, perm_seed: list[int], flips: list[bool],
                                            dtype: str) -> None:  # fmt: skip
-    """x.copy_(x.permute(p).flip(...)) for equal dims: NumPy's answer, and no
-    temporary of the whole tensor."""
+    """x.copy_(x.permute(p).flip(...)) for equal dims: NumPy's answer, through
+    at most one temporary."""
     perm = [d for d in perm_seed if d < ndim]
     t = bridge.arange(side**ndim, dtype=getattr(bridge, dtype)).reshape(*([side] * ndim))
     want = t.numpy().transpose(perm).copy()
@@ -329,7 +346,7 @@ def test_in_place_permutations_match_numpy(side: int, ndim: int, perm_seed: list
     t.copy_(src)
     after = _stats()
     np.testing.assert_array_equal(t.numpy(), want)
-    assert after["copy_temporaries"] == before["copy_temporaries"]
+    assert after["copy_temporaries"] - before["copy_temporaries"] <= 1
 
 
 def test_large_copies_split_between_threads_and_small_ones_never() -> None:
@@ -498,8 +515,7 @@ def _draw_two_views(base: Any, shape: list[int], data: st.DataObject, dst_lo: in
 def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype: str) -> None:
     """Two views of one storage, any strides and offsets (reversed dims too),
     copied one into the other: NumPy's answer (it copies the source first),
-    and never a temporary of the whole tensor: chains, cycles, trees of a
-    source whose own elements overlap, broadcasts, all in place."""
+    through at most one temporary."""
     n = 256
     base = bridge.arange(n, dtype=getattr(bridge, dtype))
     a = base.numpy()
@@ -520,7 +536,7 @@ def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype:
     before = _stats()
     dst.copy_(src)
     np.testing.assert_array_equal(a, want)
-    assert _stats()["copy_temporaries"] == before["copy_temporaries"]
+    assert _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
 
 
 _GRID_PAIRS = [("int16", "int16"), ("float32", "float32"), ("complex128", "complex128"), ("int32", "float32"),
@@ -534,10 +550,8 @@ _GRID_PAIRS = [("int16", "int16"), ("float32", "float32"), ("complex128", "compl
 def test_overlaps_across_grids_and_casts_match_numpy(data: st.DataObject, pair: tuple[str, str],
                                                      shape: list[int]) -> None:  # fmt: skip
     """Two imports of one byte buffer at any byte offsets (so that elements
-    may sit a part of an element apart), of one dtype or two: NumPy's answer.
-    In place (no temporary of the whole tensor) for every copy of one dtype
-    and for casts between equal sizes on one grid; only a cast between
-    overlapping views of other sizes or grids copies the source first."""
+    may sit a part of an element apart), of one dtype or two: NumPy's answer,
+    through at most one temporary."""
     nb = 512
     raw = np.frombuffer(bytearray((np.arange(nb) * 7 % 50).astype(np.uint8).tobytes()), dtype=np.uint8)
     dt, sdt = (np.dtype(x) for x in pair)
@@ -574,11 +588,9 @@ def test_overlaps_across_grids_and_casts_match_numpy(data: st.DataObject, pair: 
         warnings.simplefilter("ignore")
         dst.copy_(src)
     assert raw.tobytes() == bytes(want)
-    temporary = _stats()["copy_temporaries"] > before["copy_temporaries"]
-    one_grid = (d[1] - s[1]) % dt.itemsize == 0
-    if dt == sdt or (dt.itemsize == sdt.itemsize and one_grid):
-        assert not temporary
-    event(f"temporary: {temporary}")
+    temporaries = _stats()["copy_temporaries"] - before["copy_temporaries"]
+    assert temporaries <= 1
+    event(f"temporary: {temporaries}")
 
 
 @settings(SETTINGS, max_examples=300)
@@ -587,7 +599,7 @@ def test_destination_whose_elements_share_memory(shape: list[int], data: st.Data
     """A destination whose own elements share addresses (as_strided, which
     torch refuses in copy_) meeting its source: each such address ends up
     holding the value one of its elements was to get, every other byte is
-    untouched, and no temporary is made."""
+    untouched; at most one temporary."""
     n = 128
     base = bridge.arange(n, dtype=bridge.float64)
     a = base.numpy()
@@ -604,7 +616,7 @@ def test_destination_whose_elements_share_memory(shape: list[int], data: st.Data
         wanted.setdefault(int(cells[idx]), set()).add(float(values[idx]))
     before = _stats()
     dst.copy_(src)
-    assert _stats()["copy_temporaries"] == before["copy_temporaries"]
+    assert _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
     for i in range(n):
         assert a[i] in wanted[i] if i in wanted else a[i] == old[i], (i, a[i], wanted.get(i))
 
@@ -615,3 +627,38 @@ def test_destination_sharing_memory_over_a_window_source_ends() -> None:
     dst = base.as_strided([3, 3, 4], [5, 2, 3], 14)
     dst.copy_(base.as_strided([3, 3, 4], [3, 5, 1], 6).flip(0))
     assert base[:14].tolist() == list(range(14)) and base[52:].tolist() == list(range(52, 128))
+
+
+def test_views_whose_strides_do_not_nest_copy_as_numpy_does() -> None:
+    """16 size-2 dims of uint8 with strides near 1000 (no dim nests in the
+    next), meeting a shifted copy of themselves: NumPy's answer (this searched
+    per element for 13-18 s before the overlap took one temporary)."""
+    rng = np.random.default_rng(5)
+    strides = [int(x) for x in rng.integers(990, 1010, 16)]
+    span = sum(strides) + 1
+    raw = np.arange(span + 7, dtype=np.uint8)
+    want = raw.copy()
+    dn = np_as_strided(want[7:], [2] * 16, strides)
+    dn[...] = np_as_strided(want, [2] * 16, strides).copy()
+    t = bridge.from_numpy(raw)
+    t.as_strided([2] * 16, strides, 7).copy_(t.as_strided([2] * 16, strides, 0))
+    assert np.array_equal(raw, want)
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")  # NumPy's ComplexWarning, as torch warns
+@pytest.mark.parametrize("value", ["tensor", "scalar"])
+def test_an_expanded_destination_is_written_once_per_address(value: str) -> None:
+    """copy_ into an expanded tensor with a cast the kernel leaves to NumPy
+    (complex -> real), and fill_: each address once, holding what an element
+    loop in index order leaves there (the last), never 2**40 virtual
+    elements (about 80 minutes)."""
+    base = bridge.zeros(4)
+    dst = base.expand(2**40, 4)
+    if value == "tensor":
+        dst.copy_(bridge.tensor([1 + 2j, 2, 3, 4], dtype=bridge.complex128))
+    else:
+        dst.fill_(7)
+    assert base.tolist() == ([1.0, 2.0, 3.0, 4.0] if value == "tensor" else [7.0] * 4)
+    col = bridge.zeros(3, 1)
+    col.expand(3, 5).copy_(bridge.arange(15, dtype=bridge.complex64).reshape(3, 5).real.to(bridge.complex128))
+    assert col.flatten().tolist() == [4.0, 9.0, 14.0]  # the last element of each row
