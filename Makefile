@@ -75,19 +75,19 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # tests where torch throws (a C++ exception from a converter and
 # torch.frombuffer refusing a strided buffer), are left out: a C++
 # exception trips an internal ASan CHECK when libasan is preloaded
-# (`duckdb.sql("select error('x')")` alone aborts). tests/interop/test_cuda_copy.py
+# (`duckdb.sql("select error('x')")` alone aborts). tests/interop/cuda/test_cuda_copy.py
 # drives the CUDA copy engine against a fake driver in subprocesses, which
 # inherit the preload and import this build.
 SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
   tests/core/test_geometry_property.py tests/core/test_copy_kernel.py \
-  tests/core/test_storage.py tests/core/test_races.py tests/interop/test_dlpack.py \
-  tests/interop/test_array_interface.py tests/interop/test_arrow_export.py \
-  tests/interop/test_arrow_import.py tests/interop/test_arrow_pyarrow.py \
-  tests/interop/test_arrow_peers.py tests/interop/test_arrow_lifetimes.py \
-  tests/interop/test_arrow_c_structs.py tests/interop/test_arrow_device.py \
-  tests/interop/test_cuda_copy.py \
-  tests/interop/test_dlpack_v13.py tests/interop/test_arrow_device_stream.py \
-  tests/interop/test_cuda_stream_protocol.py tests/crossing/test_convert_fast.py \
+  tests/core/test_storage.py tests/core/test_races.py tests/interop/dlpack/test_dlpack.py \
+  tests/interop/numpy/test_array_interface.py tests/interop/arrow/test_arrow_export.py \
+  tests/interop/arrow/test_arrow_import.py tests/interop/arrow/test_arrow_pyarrow.py \
+  tests/interop/arrow/test_arrow_peers.py tests/interop/arrow/test_arrow_lifetimes.py \
+  tests/interop/arrow/test_arrow_c_structs.py tests/interop/arrow/test_arrow_device.py \
+  tests/interop/cuda/test_cuda_copy.py \
+  tests/interop/dlpack/test_dlpack_v13.py tests/interop/arrow/test_arrow_device_stream.py \
+  tests/interop/cuda/test_cuda_stream_protocol.py tests/crossing/test_convert_fast.py \
   tests/crossing/test_convert_hostile.py tests/crossing/test_convert_inputs.py \
   tests/crossing/test_convert_alignment.py tests/crossing/test_convert_sources.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses and not jax"

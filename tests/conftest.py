@@ -1,7 +1,8 @@
 """Shared fixtures for the bridge test suite.
 
 The layout: ``tests/core``, ``tests/interop``, ``tests/crossing`` and ``tests/kit``
-test the layers of the same names in ``bridge/``; the files at the top of ``tests/`` are the
+test the layers of the same names in ``bridge/`` (``tests/interop`` in a folder per
+protocol: ``dlpack``, ``arrow``, ``numpy``, ``cuda``, ``processes``); the files at the top of ``tests/`` are the
 whole-project checks (layers and imports, the architecture page, the docs'
 examples and site, packaging, typing, introspection, the command line) and the
 helpers every test imports (``lifetimes``, ``layers_graph``, ``browser``, ``pycapsule``,

@@ -1,7 +1,7 @@
 """The views every CUDA copy test runs through: name -> (bridge view, NumPy view).
 
 Shared by the copy engine's tests against the fake driver
-(tests/interop/test_cuda_copy.py) and against the real one
+(tests/interop/cuda/test_cuda_copy.py) and against the real one
 (tests/gpu/test_copy_engine.py), so that both check the same cases.
 """
 

@@ -342,9 +342,9 @@ def smoke(wheel: Path, py: Python, work: Path) -> str:
 #: which need none of the heavy peers (torch and the others exist for 3.11 only here).
 SUITE = ["tests/core/test_tensor.py", "tests/core/test_views_property.py", "tests/core/test_storage.py",
          "tests/core/test_pickle.py", "tests/core/test_dtypes.py", "tests/core/test_copy_kernel.py",
-         "tests/interop/test_dlpack.py", "tests/interop/test_array_interface.py",
-         "tests/interop/test_arrow_export.py", "tests/interop/test_arrow_import.py",
-         "tests/interop/test_arrow_pyarrow.py"]  # fmt: skip
+         "tests/interop/dlpack/test_dlpack.py", "tests/interop/numpy/test_array_interface.py",
+         "tests/interop/arrow/test_arrow_export.py", "tests/interop/arrow/test_arrow_import.py",
+         "tests/interop/arrow/test_arrow_pyarrow.py"]  # fmt: skip
 SUITE_DEPS = ["pytest", "hypothesis", "pyarrow", "ml_dtypes"]
 
 

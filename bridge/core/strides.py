@@ -7,9 +7,10 @@ calls: ``contiguous_strides``, ``is_contiguous``, ``is_non_overlapping_and_dense
 are the C ones; tests/core/test_geometry_property.py holds each to NumPy). What C
 never needs is written here in Python: argument normalisation (``as_shape``,
 ``check_sizes``), channels-last layouts, ``dense_strides_like`` and
-``broadcast_shapes``. Errors follow PyTorch: IndexError for dimensions and
-indices out of range, ValueError for shapes that do not fit, TypeError for
-arguments of the wrong kind.
+``broadcast_shapes``; ``compact_strides`` (any dim order, unchecked sizes) is
+``contiguous_strides`` of the sizes in that order. Errors follow PyTorch:
+IndexError for dimensions and indices out of range, ValueError for shapes that
+do not fit, TypeError for arguments of the wrong kind.
 """
 
 from __future__ import annotations
@@ -108,6 +109,32 @@ def dense_strides_like(shape: Shape, strides: Strides) -> Strides:
     for d in reversed(order):
         out[d] = acc
         acc *= max(shape[d], 1)
+    return tuple(out)
+
+
+def compact_strides(shape: Sequence[int], order: Sequence[int] | None = None) -> Strides:
+    """Element strides of the compact layout of ``shape`` whose dims nest in
+    ``order``, outermost first (a permutation of ``range(len(shape))``; None:
+    C order). They are ``contiguous_strides`` of the sizes taken in ``order``,
+    put back in dim order: each stride is the product of the sizes nested
+    inside its dim.
+
+    Unlike ``contiguous_strides`` it takes sizes no tensor was checked for (a
+    DLPack struct's fields, an ``__array_interface__``): a size below 1 counts
+    as 1, as 0 already does there. ValueError when ``order`` is not a
+    permutation of the dims, and ``contiguous_strides``' ValueError when a
+    stride does not fit in int64 or there are more than ``MAX_NDIM`` dims;
+    TypeError for a size or dim that is not an int.
+    """
+    sizes = [max(operator.index(n), 1) for n in shape]
+    if order is None:
+        return contiguous_strides(sizes)
+    dims = [operator.index(d) for d in order]
+    if sorted(dims) != list(range(len(sizes))):
+        raise ValueError(f"order {tuple(dims)} is not a permutation of the {len(sizes)} dims")
+    out = [0] * len(sizes)
+    for d, stride in zip(dims, contiguous_strides([sizes[d] for d in dims])):
+        out[d] = stride
     return tuple(out)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from bridge._native import ffi
 from bridge.core.native import _C, _drivers
+from bridge.core.strides import compact_strides, extent
 from bridge.interop.dlpack import from_dlpack as _bridge_from_dlpack
 
 __all__ = ["LEGACY", "VERSIONED", "FLAG_READ_ONLY", "FLAG_IS_COPIED", "DEVICE_TYPES", "HOST_DEVICES",
@@ -102,20 +103,17 @@ class CapsuleView:
         _, bits, lanes = self.dtype
         itemsize = max(bits * lanes // 8, 1)
         shape = self.shape or ()
-        if any(n == 0 for n in shape):
+        if 0 in shape:  # no element: NULL strides need no compact ones
             return self.start, self.start
-        strides = self.strides if self.strides is not None else _contiguous(shape)
-        lo = sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-        hi = sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
-        return self.start + lo * itemsize, self.start + (hi + 1) * itemsize
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
+        # NULL strides are C order; with a NULL shape there are no dims to stride.
+        strides = self.strides if self.shape is not None else None
+        if strides is None:
+            strides = compact_strides(shape)
+        # The fields are unchecked, and the core's extent takes no negative size:
+        # such a dim reaches as far as its mirror, (n - 1) * s == ((2 - n) - 1) * -s.
+        dims = [(n, s) if n >= 0 else (2 - n, -s) for n, s in zip(shape, strides)]
+        lo, hi = extent([n for n, _ in dims], [s for _, s in dims], 0)
+        return self.start + lo * itemsize, self.start + hi * itemsize
 
 
 def inspect_capsule(capsule: Any) -> CapsuleView | None:
@@ -263,7 +261,7 @@ class Handmade:
         self.shape = tuple(arr.shape) if shape is None else tuple(shape)
         if strides is None:
             strides = (
-                _contiguous(self.shape)
+                compact_strides(self.shape)
                 if shape is not None
                 else tuple(s // arr.itemsize for s in arr.strides)
             )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bridge.core.native import _drivers
+from bridge.core.strides import compact_strides, extent
 from bridge.kit.capsules import (
     DEVICE_TYPES,
     DTYPE_BITS,
@@ -236,18 +237,6 @@ def _own_shape(obj: Any) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
-def _compact(shape: tuple[int, ...], order: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    """Element strides of a compact array of ``shape`` whose dims vary
-    fastest in reverse ``order`` (default: C order)."""
-    order = tuple(range(len(shape))) if order is None else order
-    strides = [0] * len(shape)
-    acc = 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= max(shape[d], 1)
-    return tuple(strides)
-
-
 def _own_strides(obj: Any, itemsize: int) -> tuple[int, ...] | None:
     """The element strides ``obj`` reports: ``stride()`` (torch, bridge), else
     its ``__array_interface__`` (bytes; None there means C order); None when
@@ -265,7 +254,7 @@ def _own_strides(obj: Any, itemsize: int) -> tuple[int, ...] | None:
     except Exception:
         return None
     if strides is None:
-        return _compact(shape)
+        return compact_strides(shape)
     if itemsize <= 0 or any(b % itemsize for b in strides):
         return None
     return tuple(b // itemsize for b in strides)
@@ -307,8 +296,8 @@ def _reads_as(view: CapsuleView, strides: tuple[int, ...], want: Any) -> bool:
     if npdt is None or any(st < 0 for st in strides):
         return False
     lo, hi = view.span()
-    last = sum((n - 1) * st for n, st in zip(shape, strides)) if shape else 0
-    if view.start + (last + 1) * npdt.itemsize > hi or hi <= lo:
+    _, end = extent(shape, strides, 0)  # past the last element these strides read
+    if view.start + end * npdt.itemsize > hi or hi <= lo:
         return False
     buf = memoryview((ctypes.c_char * (hi - lo)).from_address(lo)).cast("B")
     a = np.ndarray(shape, npdt, buffer=buf, offset=view.start - lo,
@@ -336,7 +325,7 @@ class _Fields:
     def strides(self) -> tuple[int, ...]:
         """The capsule's strides (C order for NULL, which a legacy capsule may have)."""
         shape = self.view.shape or ()
-        return self.view.strides if self.view.strides is not None else _compact(shape)
+        return self.view.strides if self.view.strides is not None else compact_strides(shape)
 
     def values_differ(self) -> bool:
         """Whether values were read and differ from ``tolist()``."""
@@ -405,7 +394,7 @@ class _Fields:
         # another compact layout than the one the capsule claims?
         if view.ndim <= _MAX_PERMUTED_NDIM:
             for order in itertools.permutations(range(view.ndim)):
-                candidate = _compact(shape, order)
+                candidate = compact_strides(shape, order)
                 if _matters(shape, candidate, strides) and _reads_as(view, candidate, self.want):
                     return (f"the capsule's strides {strides} are not its memory's layout: read with "
                             f"strides {candidate} the memory holds tolist()'s values")  # fmt: skip

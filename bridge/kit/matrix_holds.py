@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bridge.core.dtypes import get_dtype
-from bridge.core.native import _C
+from bridge.core.strides import is_contiguous, is_non_overlapping_and_dense, prod
 from bridge.crossing.capabilities import DESTINATIONS, WIDE, Holds
 from bridge.kit.matrix_frameworks import apply_layout
 
@@ -122,15 +122,15 @@ def problems(h: Holds, dtype: str, layout: str, readonly: bool = False, *, align
         out.append("zero_d")
     if h.max_ndim is not None and len(g.shape) > h.max_ndim:
         out.append("max_ndim")
-    size = int(np.prod(g.shape))
+    size = prod(g.shape)
     live = [s for n, s in zip(g.shape, g.strides) if n > 1]
     if size and not h.negative_strides and any(s < 0 for s in live):
         out.append("negative_strides")
     if size and not h.zero_strides and any(s == 0 for s in live):
         out.append("zero_strides")
-    if size and h.strides == "contiguous" and not _row_major(g):
+    if size and h.strides == "contiguous" and not is_contiguous(g.shape, g.strides):
         out.append("strides")
-    if size and h.strides == "compact" and not _C.is_non_overlapping_and_dense(g.shape, g.strides):
+    if size and h.strides == "compact" and not is_non_overlapping_and_dense(g.shape, g.strides):
         out.append("strides")
     if size and h.alignment and aligned is False:
         out.append("alignment")
@@ -144,11 +144,6 @@ def problems(h: Holds, dtype: str, layout: str, readonly: bool = False, *, align
     if readonly and h.capsule == "legacy":
         out.append("capsule")
     return tuple(dict.fromkeys(out))
-
-
-def _row_major(g: Geometry) -> bool:
-    want = _C.contiguous_strides(g.shape)
-    return all(s == w for n, s, w in zip(g.shape, g.strides, want) if n > 1)
 
 
 def copy_reason(h: Holds, dtype: str, layout: str, readonly: bool = False, aligned: bool | None = None,

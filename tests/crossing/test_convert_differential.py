@@ -13,7 +13,8 @@ a first call, or the C fast path). A source library that cannot make a
 layout gets one it can make. Each case is made and checked in a child
 process (:mod:`differential_helpers`), which the destination's crashes and
 hangs end instead of the test run; what each destination holds is restated
-there from docs/convert.md (``RULES``), not read from bridge's own table:
+in :mod:`differential_sources` from docs/convert.md (``RULES``), not read
+from bridge's own table:
 
 - the values, dtype and shape equal NumPy's reference (read by the
   destination's own API: ``numpy()``, ``to_numpy()``, ``np.asarray``, ...);
@@ -41,7 +42,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from differential_helpers import ALL, BASE, COMPLEX, FLOATS, INTS, ITEMSIZE, WIDE, Worker
+from differential_helpers import Worker
+from differential_sources import ALL, BASE, COMPLEX, FLOATS, INTS, ITEMSIZE, WIDE
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""The copy-engine cases of tests/interop/test_cuda_copy.py (written against a fake
+"""The copy-engine cases of tests/interop/cuda/test_cuda_copy.py (written against a fake
 libcuda over host memory) against the real driver and real device memory: the
 same layouts, dtypes and operations, every value checked against NumPy over a
 host copy that torch makes. Skipped where there is no CUDA device.

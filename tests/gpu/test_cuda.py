@@ -1,6 +1,6 @@
 """CUDA paths on a real GPU (torch and CuPy). Skipped where there is no CUDA device.
 
-Copies of CUDA memory use only the CUDA driver's copy engine (tests/interop/test_cuda_copy.py
+Copies of CUDA memory use only the CUDA driver's copy engine (tests/interop/cuda/test_cuda_copy.py
 checks the calls against a fake driver on any machine); here they meet real memory.
 
 Run on a GPU machine with `make test-gpu` (see ../shared/GPU.md for the set-up).

@@ -1,4 +1,4 @@
-/* A fake CUDA driver for tests/interop/test_cuda_copy.py: the driver entry
+/* A fake CUDA driver for tests/interop/cuda/test_cuda_copy.py: the driver entry
  * points bridge's cdefs/interop/cuda.c loads, over host memory. "Device
  * memory" is host memory marked as such: blocks from cuMemAlloc_v2 and ranges
  * a test marks with fake_mark_device (a NumPy array standing in for a GPU

@@ -125,7 +125,7 @@ def test_permuted_dense_layouts_keep_their_strides(tmp_path: Path, perm: tuple[i
     path = tmp_path / "p.arrow"
     write_ipc(path, {"t": t})
     # the spec's rule: logical dim i is physical dim permutation[i] (pyarrow's own
-    # to_numpy_ndarray misreads 3-cycles: see tests/interop/test_arrow_pyarrow.py)
+    # to_numpy_ndarray misreads 3-cycles: see tests/interop/arrow/test_arrow_pyarrow.py)
     col = pa.ipc.open_file(str(path)).read_all().column("t").chunks[0]
     assert col.type.permutation == list(perm)
     assert col.type.shape == list(base.shape[1:])  # physical: base's

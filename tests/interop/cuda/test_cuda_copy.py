@@ -122,7 +122,7 @@ def run(folder: pathlib.Path, body: str, **env: str) -> str:
     code = PRELUDE + textwrap.dedent(body) + "\ncheck_clean()\n"
     paths = [str(folder), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
     # tests/ on the path for the shared cases (cuda_layouts), after bridge's own folder
-    py = os.pathsep.join([str(ROOT), str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+    py = os.pathsep.join([str(ROOT), str(HERE.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths), "PYTHONPATH": py,
                                **env})  # fmt: skip
