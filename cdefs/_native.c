@@ -582,6 +582,7 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 #include <stdint.h>
 #include <stddef.h>
 #include "dlpack.h"
+#include "dlpack_next.h"
 #include "arrow_c_data.h"
 #include "bridge.h"
 #include "cffi_gil.h"
@@ -590,132 +591,139 @@ static void (*_cffi_call_python_org)(struct _cffi_externpy_s *, char *);
 /************************************************************/
 
 static void *_cffi_types[] = {
-/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 77), // char const *()(struct ArrowArrayStream *)
-/*  1 */ _CFFI_OP(_CFFI_OP_POINTER, 108), // struct ArrowArrayStream *
+/*  0 */ _CFFI_OP(_CFFI_OP_FUNCTION, 84), // char const *()(int)
+/*  1 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
 /*  2 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 77), // char const *()(struct ArrowDeviceArrayStream *)
-/*  4 */ _CFFI_OP(_CFFI_OP_POINTER, 110), // struct ArrowDeviceArrayStream *
+/*  3 */ _CFFI_OP(_CFFI_OP_FUNCTION, 84), // char const *()(struct ArrowArrayStream *)
+/*  4 */ _CFFI_OP(_CFFI_OP_POINTER, 115), // struct ArrowArrayStream *
 /*  5 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/*  6 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLDeviceType, int32_t, void * *)
-/*  7 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
-/*  8 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
-/*  9 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // void * *
-/* 10 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 11 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLManagedTensorVersioned *, void * *)
-/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 84), // DLManagedTensorVersioned *
-/* 13 */ _CFFI_OP(_CFFI_OP_NOOP, 9),
-/* 14 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 15 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 16 */ _CFFI_OP(_CFFI_OP_POINTER, 89), // DLTensor *
-/* 17 */ _CFFI_OP(_CFFI_OP_POINTER, 12), // DLManagedTensorVersioned * *
-/* 18 */ _CFFI_OP(_CFFI_OP_POINTER, 125), // void *
-/* 19 */ _CFFI_OP(_CFFI_OP_POINTER, 75), // void(*)(void *, char const *, char const *)
-/* 20 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 21 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(int)
-/* 22 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7), // int
+/*  6 */ _CFFI_OP(_CFFI_OP_FUNCTION, 84), // char const *()(struct ArrowDeviceArrayStream *)
+/*  7 */ _CFFI_OP(_CFFI_OP_POINTER, 117), // struct ArrowDeviceArrayStream *
+/*  8 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/*  9 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(DLDeviceType, int32_t, void * *)
+/* 10 */ _CFFI_OP(_CFFI_OP_ENUM, 1), // DLDeviceType
+/* 11 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 21), // int32_t
+/* 12 */ _CFFI_OP(_CFFI_OP_POINTER, 21), // void * *
+/* 13 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 14 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(DLManagedTensorVersioned *, void * *)
+/* 15 */ _CFFI_OP(_CFFI_OP_POINTER, 91), // DLManagedTensorVersioned *
+/* 16 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
+/* 17 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 18 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 19 */ _CFFI_OP(_CFFI_OP_POINTER, 96), // DLTensor *
+/* 20 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // DLManagedTensorVersioned * *
+/* 21 */ _CFFI_OP(_CFFI_OP_POINTER, 132), // void *
+/* 22 */ _CFFI_OP(_CFFI_OP_POINTER, 82), // void(*)(void *, char const *, char const *)
 /* 23 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 24 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowArrayStream *, struct ArrowArray *)
-/* 25 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 26 */ _CFFI_OP(_CFFI_OP_POINTER, 107), // struct ArrowArray *
-/* 27 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 28 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 29 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 30 */ _CFFI_OP(_CFFI_OP_POINTER, 112), // struct ArrowSchema *
-/* 31 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 32 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
-/* 33 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
-/* 34 */ _CFFI_OP(_CFFI_OP_POINTER, 109), // struct ArrowDeviceArray *
-/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 36 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
-/* 37 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
-/* 38 */ _CFFI_OP(_CFFI_OP_NOOP, 30),
-/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 40 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void *, DLManagedTensorVersioned * *)
-/* 41 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
-/* 42 */ _CFFI_OP(_CFFI_OP_NOOP, 17),
-/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 44 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void *, DLTensor *)
-/* 45 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
-/* 46 */ _CFFI_OP(_CFFI_OP_NOOP, 16),
-/* 47 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 48 */ _CFFI_OP(_CFFI_OP_FUNCTION, 22), // int()(void)
-/* 49 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION, 18), // void *()(size_t, int)
-/* 51 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
-/* 52 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
-/* 53 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(DLManagedTensor *)
-/* 55 */ _CFFI_OP(_CFFI_OP_POINTER, 83), // DLManagedTensor *
+/* 24 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(int)
+/* 25 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 26 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 27 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(int, int)
+/* 28 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 29 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 30 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 31 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(struct ArrowArrayStream *, struct ArrowArray *)
+/* 32 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 33 */ _CFFI_OP(_CFFI_OP_POINTER, 114), // struct ArrowArray *
+/* 34 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 35 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 36 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 37 */ _CFFI_OP(_CFFI_OP_POINTER, 119), // struct ArrowSchema *
+/* 38 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 39 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
+/* 40 */ _CFFI_OP(_CFFI_OP_NOOP, 7),
+/* 41 */ _CFFI_OP(_CFFI_OP_POINTER, 116), // struct ArrowDeviceArray *
+/* 42 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 43 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
+/* 44 */ _CFFI_OP(_CFFI_OP_NOOP, 7),
+/* 45 */ _CFFI_OP(_CFFI_OP_NOOP, 37),
+/* 46 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 47 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(void *, DLManagedTensorVersioned * *)
+/* 48 */ _CFFI_OP(_CFFI_OP_NOOP, 21),
+/* 49 */ _CFFI_OP(_CFFI_OP_NOOP, 20),
+/* 50 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 51 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(void *, DLTensor *)
+/* 52 */ _CFFI_OP(_CFFI_OP_NOOP, 21),
+/* 53 */ _CFFI_OP(_CFFI_OP_NOOP, 19),
+/* 54 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 55 */ _CFFI_OP(_CFFI_OP_FUNCTION, 1), // int()(void)
 /* 56 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(DLManagedTensorVersioned *)
-/* 58 */ _CFFI_OP(_CFFI_OP_NOOP, 12),
-/* 59 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowArray *)
-/* 61 */ _CFFI_OP(_CFFI_OP_NOOP, 26),
-/* 62 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 63 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowArrayStream *)
-/* 64 */ _CFFI_OP(_CFFI_OP_NOOP, 1),
-/* 65 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 66 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowDeviceArrayStream *)
-/* 67 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
-/* 68 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 69 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(struct ArrowSchema *)
-/* 70 */ _CFFI_OP(_CFFI_OP_NOOP, 30),
-/* 71 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 72 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(void *)
-/* 73 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
-/* 74 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 75 */ _CFFI_OP(_CFFI_OP_FUNCTION, 125), // void()(void *, char const *, char const *)
-/* 76 */ _CFFI_OP(_CFFI_OP_NOOP, 18),
-/* 77 */ _CFFI_OP(_CFFI_OP_POINTER, 92), // char const *
-/* 78 */ _CFFI_OP(_CFFI_OP_NOOP, 77),
-/* 79 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
-/* 80 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
-/* 81 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
-/* 82 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
-/* 83 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensor
-/* 84 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLManagedTensorVersioned
-/* 85 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPI
-/* 86 */ _CFFI_OP(_CFFI_OP_POINTER, 87), // DLPackExchangeAPIHeader *
-/* 87 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 12), // DLPackExchangeAPIHeader
-/* 88 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
-/* 89 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
-/* 90 */ _CFFI_OP(_CFFI_OP_POINTER, 0), // char const *(*)(struct ArrowArrayStream *)
-/* 91 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // char const *(*)(struct ArrowDeviceArrayStream *)
-/* 92 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
-/* 93 */ _CFFI_OP(_CFFI_OP_POINTER, 6), // int(*)(DLDeviceType, int32_t, void * *)
-/* 94 */ _CFFI_OP(_CFFI_OP_POINTER, 11), // int(*)(DLManagedTensorVersioned *, void * *)
-/* 95 */ _CFFI_OP(_CFFI_OP_POINTER, 15), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
-/* 96 */ _CFFI_OP(_CFFI_OP_POINTER, 24), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
-/* 97 */ _CFFI_OP(_CFFI_OP_POINTER, 28), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
-/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 32), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
-/* 99 */ _CFFI_OP(_CFFI_OP_POINTER, 36), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
-/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 40), // int(*)(void *, DLManagedTensorVersioned * *)
-/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 44), // int(*)(void *, DLTensor *)
-/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 103), // int64_t *
-/* 103 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
-/* 104 */ _CFFI_OP(_CFFI_OP_ARRAY, 103), // int64_t[3]
-/* 105 */ (_cffi_opcode_t)(3),
-/* 106 */ _CFFI_OP(_CFFI_OP_POINTER, 26), // struct ArrowArray * *
-/* 107 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
-/* 108 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
-/* 109 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
-/* 110 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowDeviceArrayStream
-/* 111 */ _CFFI_OP(_CFFI_OP_POINTER, 30), // struct ArrowSchema * *
-/* 112 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // struct ArrowSchema
-/* 113 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
-/* 114 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
-/* 115 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
-/* 116 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
-/* 117 */ _CFFI_OP(_CFFI_OP_POINTER, 118), // void const * *
-/* 118 */ _CFFI_OP(_CFFI_OP_POINTER, 125), // void const *
-/* 119 */ _CFFI_OP(_CFFI_OP_POINTER, 54), // void(*)(DLManagedTensor *)
-/* 120 */ _CFFI_OP(_CFFI_OP_POINTER, 57), // void(*)(DLManagedTensorVersioned *)
-/* 121 */ _CFFI_OP(_CFFI_OP_POINTER, 60), // void(*)(struct ArrowArray *)
-/* 122 */ _CFFI_OP(_CFFI_OP_POINTER, 63), // void(*)(struct ArrowArrayStream *)
-/* 123 */ _CFFI_OP(_CFFI_OP_POINTER, 66), // void(*)(struct ArrowDeviceArrayStream *)
-/* 124 */ _CFFI_OP(_CFFI_OP_POINTER, 69), // void(*)(struct ArrowSchema *)
-/* 125 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
+/* 57 */ _CFFI_OP(_CFFI_OP_FUNCTION, 21), // void *()(size_t, int)
+/* 58 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 28), // size_t
+/* 59 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 7),
+/* 60 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 61 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(DLManagedTensor *)
+/* 62 */ _CFFI_OP(_CFFI_OP_POINTER, 90), // DLManagedTensor *
+/* 63 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 64 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(DLManagedTensorVersioned *)
+/* 65 */ _CFFI_OP(_CFFI_OP_NOOP, 15),
+/* 66 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 67 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(struct ArrowArray *)
+/* 68 */ _CFFI_OP(_CFFI_OP_NOOP, 33),
+/* 69 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 70 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(struct ArrowArrayStream *)
+/* 71 */ _CFFI_OP(_CFFI_OP_NOOP, 4),
+/* 72 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 73 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(struct ArrowDeviceArrayStream *)
+/* 74 */ _CFFI_OP(_CFFI_OP_NOOP, 7),
+/* 75 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 76 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(struct ArrowSchema *)
+/* 77 */ _CFFI_OP(_CFFI_OP_NOOP, 37),
+/* 78 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 79 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(void *)
+/* 80 */ _CFFI_OP(_CFFI_OP_NOOP, 21),
+/* 81 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 82 */ _CFFI_OP(_CFFI_OP_FUNCTION, 132), // void()(void *, char const *, char const *)
+/* 83 */ _CFFI_OP(_CFFI_OP_NOOP, 21),
+/* 84 */ _CFFI_OP(_CFFI_OP_POINTER, 99), // char const *
+/* 85 */ _CFFI_OP(_CFFI_OP_NOOP, 84),
+/* 86 */ _CFFI_OP(_CFFI_OP_FUNCTION_END, 0),
+/* 87 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 0), // DLDataType
+/* 88 */ _CFFI_OP(_CFFI_OP_ENUM, 0), // DLDataTypeCode
+/* 89 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 1), // DLDevice
+/* 90 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 9), // DLManagedTensor
+/* 91 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 10), // DLManagedTensorVersioned
+/* 92 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 11), // DLPackExchangeAPI
+/* 93 */ _CFFI_OP(_CFFI_OP_POINTER, 94), // DLPackExchangeAPIHeader *
+/* 94 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 12), // DLPackExchangeAPIHeader
+/* 95 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 2), // DLPackVersion
+/* 96 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 3), // DLTensor
+/* 97 */ _CFFI_OP(_CFFI_OP_POINTER, 3), // char const *(*)(struct ArrowArrayStream *)
+/* 98 */ _CFFI_OP(_CFFI_OP_POINTER, 6), // char const *(*)(struct ArrowDeviceArrayStream *)
+/* 99 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 2), // char
+/* 100 */ _CFFI_OP(_CFFI_OP_POINTER, 9), // int(*)(DLDeviceType, int32_t, void * *)
+/* 101 */ _CFFI_OP(_CFFI_OP_POINTER, 14), // int(*)(DLManagedTensorVersioned *, void * *)
+/* 102 */ _CFFI_OP(_CFFI_OP_POINTER, 18), // int(*)(DLTensor *, DLManagedTensorVersioned * *, void *, void(*)(void *, char const *, char const *))
+/* 103 */ _CFFI_OP(_CFFI_OP_POINTER, 31), // int(*)(struct ArrowArrayStream *, struct ArrowArray *)
+/* 104 */ _CFFI_OP(_CFFI_OP_POINTER, 35), // int(*)(struct ArrowArrayStream *, struct ArrowSchema *)
+/* 105 */ _CFFI_OP(_CFFI_OP_POINTER, 39), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowDeviceArray *)
+/* 106 */ _CFFI_OP(_CFFI_OP_POINTER, 43), // int(*)(struct ArrowDeviceArrayStream *, struct ArrowSchema *)
+/* 107 */ _CFFI_OP(_CFFI_OP_POINTER, 47), // int(*)(void *, DLManagedTensorVersioned * *)
+/* 108 */ _CFFI_OP(_CFFI_OP_POINTER, 51), // int(*)(void *, DLTensor *)
+/* 109 */ _CFFI_OP(_CFFI_OP_POINTER, 110), // int64_t *
+/* 110 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 23), // int64_t
+/* 111 */ _CFFI_OP(_CFFI_OP_ARRAY, 110), // int64_t[3]
+/* 112 */ (_cffi_opcode_t)(3),
+/* 113 */ _CFFI_OP(_CFFI_OP_POINTER, 33), // struct ArrowArray * *
+/* 114 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 4), // struct ArrowArray
+/* 115 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 5), // struct ArrowArrayStream
+/* 116 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 6), // struct ArrowDeviceArray
+/* 117 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 7), // struct ArrowDeviceArrayStream
+/* 118 */ _CFFI_OP(_CFFI_OP_POINTER, 37), // struct ArrowSchema * *
+/* 119 */ _CFFI_OP(_CFFI_OP_STRUCT_UNION, 8), // struct ArrowSchema
+/* 120 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 20), // uint16_t
+/* 121 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 22), // uint32_t
+/* 122 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 24), // uint64_t
+/* 123 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 18), // uint8_t
+/* 124 */ _CFFI_OP(_CFFI_OP_POINTER, 125), // void const * *
+/* 125 */ _CFFI_OP(_CFFI_OP_POINTER, 132), // void const *
+/* 126 */ _CFFI_OP(_CFFI_OP_POINTER, 61), // void(*)(DLManagedTensor *)
+/* 127 */ _CFFI_OP(_CFFI_OP_POINTER, 64), // void(*)(DLManagedTensorVersioned *)
+/* 128 */ _CFFI_OP(_CFFI_OP_POINTER, 67), // void(*)(struct ArrowArray *)
+/* 129 */ _CFFI_OP(_CFFI_OP_POINTER, 70), // void(*)(struct ArrowArrayStream *)
+/* 130 */ _CFFI_OP(_CFFI_OP_POINTER, 73), // void(*)(struct ArrowDeviceArrayStream *)
+/* 131 */ _CFFI_OP(_CFFI_OP_POINTER, 76), // void(*)(struct ArrowSchema *)
+/* 132 */ _CFFI_OP(_CFFI_OP_PRIMITIVE, 0), // void
 };
 
 _CFFI_UNUSED_FN
@@ -1035,7 +1043,7 @@ _cffi_f_bridge_aligned_alloc(PyObject *self, PyObject *args)
   Py_END_ALLOW_THREADS
 
   (void)self; /* unused */
-  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(18));
+  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(21));
   return pyresult;
 }
 #else
@@ -1055,10 +1063,10 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
   struct _cffi_freeme_s *large_args_free = NULL;
 
   datasize = _cffi_prepare_pointer_call_argument(
-      _cffi_type(18), arg0, (char **)&x0);
+      _cffi_type(21), arg0, (char **)&x0);
   if (datasize != 0) {
     x0 = ((size_t)datasize) <= 640 ? (void *)alloca((size_t)datasize) : NULL;
-    if (_cffi_convert_array_argument(_cffi_type(18), arg0, (char **)&x0,
+    if (_cffi_convert_array_argument(_cffi_type(21), arg0, (char **)&x0,
             datasize, &large_args_free) < 0)
       return NULL;
   }
@@ -1076,6 +1084,166 @@ _cffi_f_bridge_aligned_free(PyObject *self, PyObject *arg0)
 }
 #else
 #  define _cffi_f_bridge_aligned_free _cffi_d_bridge_aligned_free
+#endif
+
+static int _cffi_d_bridge_device_copyable(int x0, int x1)
+{
+  return bridge_device_copyable(x0, x1);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_device_copyable(PyObject *self, PyObject *args)
+{
+  int x0;
+  int x1;
+  int result;
+  PyObject *pyresult;
+  PyObject *arg0;
+  PyObject *arg1;
+
+  if (!PyArg_UnpackTuple(args, "bridge_device_copyable", 2, 2, &arg0, &arg1))
+    return NULL;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  x1 = _cffi_to_c_int(arg1, int);
+  if (x1 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_device_copyable(x0, x1); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_device_copyable _cffi_d_bridge_device_copyable
+#endif
+
+static int _cffi_d_bridge_device_from_arrow(int x0)
+{
+  return bridge_device_from_arrow(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_device_from_arrow(PyObject *self, PyObject *arg0)
+{
+  int x0;
+  int result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_device_from_arrow(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_device_from_arrow _cffi_d_bridge_device_from_arrow
+#endif
+
+static char const * _cffi_d_bridge_device_name(int x0)
+{
+  return bridge_device_name(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_device_name(PyObject *self, PyObject *arg0)
+{
+  int x0;
+  char const * result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_device_name(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_pointer((char *)result, _cffi_type(84));
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_device_name _cffi_d_bridge_device_name
+#endif
+
+static int _cffi_d_bridge_device_to_arrow(int x0)
+{
+  return bridge_device_to_arrow(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_device_to_arrow(PyObject *self, PyObject *arg0)
+{
+  int x0;
+  int result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_device_to_arrow(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_device_to_arrow _cffi_d_bridge_device_to_arrow
+#endif
+
+static int _cffi_d_bridge_device_type_at(int x0)
+{
+  return bridge_device_type_at(x0);
+}
+#ifndef PYPY_VERSION
+static PyObject *
+_cffi_f_bridge_device_type_at(PyObject *self, PyObject *arg0)
+{
+  int x0;
+  int result;
+  PyObject *pyresult;
+
+  x0 = _cffi_to_c_int(arg0, int);
+  if (x0 == (int)-1 && PyErr_Occurred())
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  _cffi_restore_errno();
+  { result = bridge_device_type_at(x0); }
+  _cffi_save_errno();
+  Py_END_ALLOW_THREADS
+
+  (void)self; /* unused */
+  pyresult = _cffi_from_c_int(result, int);
+  return pyresult;
+}
+#else
+#  define _cffi_f_bridge_device_type_at _cffi_d_bridge_device_type_at
 #endif
 
 static int _cffi_d_bridge_host_accessible(int x0)
@@ -1260,6 +1428,42 @@ static int _cffi_const_DLPACK_MINOR_VERSION(unsigned long long *o)
   return n;
 }
 
+static int _cffi_const_kDLAscend(unsigned long long *o)
+{
+  int n = (kDLAscend) <= 0;
+  *o = (unsigned long long)((kDLAscend) | 0);  /* check that kDLAscend is an integer */
+  if (!_cffi_check_int(*o, n, 21U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_kDLBcomplex(unsigned long long *o)
+{
+  int n = (kDLBcomplex) <= 0;
+  *o = (unsigned long long)((kDLBcomplex) | 0);  /* check that kDLBcomplex is an integer */
+  if (!_cffi_check_int(*o, n, 18U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_kDLTPU(unsigned long long *o)
+{
+  int n = (kDLTPU) <= 0;
+  *o = (unsigned long long)((kDLTPU) | 0);  /* check that kDLTPU is an integer */
+  if (!_cffi_check_int(*o, n, 19U))
+    n |= 2;
+  return n;
+}
+
+static int _cffi_const_kDLTPUHost(unsigned long long *o)
+{
+  int n = (kDLTPUHost) <= 0;
+  *o = (unsigned long long)((kDLTPUHost) | 0);  /* check that kDLTPUHost is an integer */
+  if (!_cffi_check_int(*o, n, 20U))
+    n |= 2;
+  return n;
+}
+
 _CFFI_UNUSED_FN
 static void _cffi_checkfld_struct_ArrowArray(struct ArrowArray *p)
 {
@@ -1398,10 +1602,17 @@ static const struct _cffi_global_s _cffi_globals[] = {
   { "DLPACK_FLAG_BITMASK_READ_ONLY", (void *)_cffi_const_DLPACK_FLAG_BITMASK_READ_ONLY, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MAJOR_VERSION", (void *)_cffi_const_DLPACK_MAJOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "DLPACK_MINOR_VERSION", (void *)_cffi_const_DLPACK_MINOR_VERSION, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
-  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 50), (void *)_cffi_d_bridge_aligned_alloc },
-  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 72), (void *)_cffi_d_bridge_aligned_free },
-  { "bridge_host_accessible", (void *)_cffi_f_bridge_host_accessible, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 21), (void *)_cffi_d_bridge_host_accessible },
-  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 48), (void *)_cffi_d_bridge_init },
+  { "bridge_aligned_alloc", (void *)_cffi_f_bridge_aligned_alloc, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 57), (void *)_cffi_d_bridge_aligned_alloc },
+  { "bridge_aligned_free", (void *)_cffi_f_bridge_aligned_free, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 79), (void *)_cffi_d_bridge_aligned_free },
+  { "bridge_device_copyable", (void *)_cffi_f_bridge_device_copyable, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_V, 27), (void *)_cffi_d_bridge_device_copyable },
+  { "bridge_device_from_arrow", (void *)_cffi_f_bridge_device_from_arrow, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 24), (void *)_cffi_d_bridge_device_from_arrow },
+  { "bridge_device_name", (void *)_cffi_f_bridge_device_name, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 0), (void *)_cffi_d_bridge_device_name },
+  { "bridge_device_to_arrow", (void *)_cffi_f_bridge_device_to_arrow, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 24), (void *)_cffi_d_bridge_device_to_arrow },
+  { "bridge_device_type_at", (void *)_cffi_f_bridge_device_type_at, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 24), (void *)_cffi_d_bridge_device_type_at },
+  { "bridge_host_accessible", (void *)_cffi_f_bridge_host_accessible, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_O, 24), (void *)_cffi_d_bridge_host_accessible },
+  { "bridge_init", (void *)_cffi_f_bridge_init, _CFFI_OP(_CFFI_OP_CPYTHON_BLTN_N, 55), (void *)_cffi_d_bridge_init },
+  { "kDLAscend", (void *)_cffi_const_kDLAscend, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "kDLBcomplex", (void *)_cffi_const_kDLBcomplex, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "kDLBfloat", (void *)_cffi_const_kDLBfloat, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLBool", (void *)_cffi_const_kDLBool, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLCPU", (void *)_cffi_const_kDLCPU, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1431,6 +1642,8 @@ static const struct _cffi_global_s _cffi_globals[] = {
   { "kDLOpenCL", (void *)_cffi_const_kDLOpenCL, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLROCM", (void *)_cffi_const_kDLROCM, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLROCMHost", (void *)_cffi_const_kDLROCMHost, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
+  { "kDLTPU", (void *)_cffi_const_kDLTPU, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
+  { "kDLTPUHost", (void *)_cffi_const_kDLTPUHost, _CFFI_OP(_CFFI_OP_CONSTANT_INT, -1), (void *)0 },
   { "kDLTrn", (void *)_cffi_const_kDLTrn, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLUInt", (void *)_cffi_const_kDLUInt, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
   { "kDLVPI", (void *)_cffi_const_kDLVPI, _CFFI_OP(_CFFI_OP_ENUM, -1), (void *)0 },
@@ -1441,257 +1654,257 @@ static const struct _cffi_global_s _cffi_globals[] = {
 static const struct _cffi_field_s _cffi_fields[] = {
   { "code", offsetof(DLDataType, code),
             sizeof(((DLDataType *)0)->code),
-            _CFFI_OP(_CFFI_OP_NOOP, 116) },
+            _CFFI_OP(_CFFI_OP_NOOP, 123) },
   { "bits", offsetof(DLDataType, bits),
             sizeof(((DLDataType *)0)->bits),
-            _CFFI_OP(_CFFI_OP_NOOP, 116) },
+            _CFFI_OP(_CFFI_OP_NOOP, 123) },
   { "lanes", offsetof(DLDataType, lanes),
              sizeof(((DLDataType *)0)->lanes),
-             _CFFI_OP(_CFFI_OP_NOOP, 113) },
+             _CFFI_OP(_CFFI_OP_NOOP, 120) },
   { "device_type", offsetof(DLDevice, device_type),
                    sizeof(((DLDevice *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 7) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 10) },
   { "device_id", offsetof(DLDevice, device_id),
                  sizeof(((DLDevice *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 8) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 11) },
   { "major", offsetof(DLPackVersion, major),
              sizeof(((DLPackVersion *)0)->major),
-             _CFFI_OP(_CFFI_OP_NOOP, 114) },
+             _CFFI_OP(_CFFI_OP_NOOP, 121) },
   { "minor", offsetof(DLPackVersion, minor),
              sizeof(((DLPackVersion *)0)->minor),
-             _CFFI_OP(_CFFI_OP_NOOP, 114) },
+             _CFFI_OP(_CFFI_OP_NOOP, 121) },
   { "data", offsetof(DLTensor, data),
             sizeof(((DLTensor *)0)->data),
-            _CFFI_OP(_CFFI_OP_NOOP, 18) },
+            _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "device", offsetof(DLTensor, device),
               sizeof(((DLTensor *)0)->device),
-              _CFFI_OP(_CFFI_OP_NOOP, 82) },
+              _CFFI_OP(_CFFI_OP_NOOP, 89) },
   { "ndim", offsetof(DLTensor, ndim),
             sizeof(((DLTensor *)0)->ndim),
-            _CFFI_OP(_CFFI_OP_NOOP, 8) },
+            _CFFI_OP(_CFFI_OP_NOOP, 11) },
   { "dtype", offsetof(DLTensor, dtype),
              sizeof(((DLTensor *)0)->dtype),
-             _CFFI_OP(_CFFI_OP_NOOP, 80) },
+             _CFFI_OP(_CFFI_OP_NOOP, 87) },
   { "shape", offsetof(DLTensor, shape),
              sizeof(((DLTensor *)0)->shape),
-             _CFFI_OP(_CFFI_OP_NOOP, 102) },
+             _CFFI_OP(_CFFI_OP_NOOP, 109) },
   { "strides", offsetof(DLTensor, strides),
                sizeof(((DLTensor *)0)->strides),
-               _CFFI_OP(_CFFI_OP_NOOP, 102) },
+               _CFFI_OP(_CFFI_OP_NOOP, 109) },
   { "byte_offset", offsetof(DLTensor, byte_offset),
                    sizeof(((DLTensor *)0)->byte_offset),
-                   _CFFI_OP(_CFFI_OP_NOOP, 115) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 122) },
   { "length", offsetof(struct ArrowArray, length),
               sizeof(((struct ArrowArray *)0)->length),
-              _CFFI_OP(_CFFI_OP_NOOP, 103) },
+              _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "null_count", offsetof(struct ArrowArray, null_count),
                   sizeof(((struct ArrowArray *)0)->null_count),
-                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "offset", offsetof(struct ArrowArray, offset),
               sizeof(((struct ArrowArray *)0)->offset),
-              _CFFI_OP(_CFFI_OP_NOOP, 103) },
+              _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "n_buffers", offsetof(struct ArrowArray, n_buffers),
                  sizeof(((struct ArrowArray *)0)->n_buffers),
-                 _CFFI_OP(_CFFI_OP_NOOP, 103) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "n_children", offsetof(struct ArrowArray, n_children),
                   sizeof(((struct ArrowArray *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "buffers", offsetof(struct ArrowArray, buffers),
                sizeof(((struct ArrowArray *)0)->buffers),
-               _CFFI_OP(_CFFI_OP_NOOP, 117) },
+               _CFFI_OP(_CFFI_OP_NOOP, 124) },
   { "children", offsetof(struct ArrowArray, children),
                 sizeof(((struct ArrowArray *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 106) },
+                _CFFI_OP(_CFFI_OP_NOOP, 113) },
   { "dictionary", offsetof(struct ArrowArray, dictionary),
                   sizeof(((struct ArrowArray *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 26) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 33) },
   { "release", offsetof(struct ArrowArray, release),
                sizeof(((struct ArrowArray *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 121) },
+               _CFFI_OP(_CFFI_OP_NOOP, 128) },
   { "private_data", offsetof(struct ArrowArray, private_data),
                     sizeof(((struct ArrowArray *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "get_schema", offsetof(struct ArrowArrayStream, get_schema),
                   sizeof(((struct ArrowArrayStream *)0)->get_schema),
-                  _CFFI_OP(_CFFI_OP_NOOP, 97) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 104) },
   { "get_next", offsetof(struct ArrowArrayStream, get_next),
                 sizeof(((struct ArrowArrayStream *)0)->get_next),
-                _CFFI_OP(_CFFI_OP_NOOP, 96) },
+                _CFFI_OP(_CFFI_OP_NOOP, 103) },
   { "get_last_error", offsetof(struct ArrowArrayStream, get_last_error),
                       sizeof(((struct ArrowArrayStream *)0)->get_last_error),
-                      _CFFI_OP(_CFFI_OP_NOOP, 90) },
+                      _CFFI_OP(_CFFI_OP_NOOP, 97) },
   { "release", offsetof(struct ArrowArrayStream, release),
                sizeof(((struct ArrowArrayStream *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 122) },
+               _CFFI_OP(_CFFI_OP_NOOP, 129) },
   { "private_data", offsetof(struct ArrowArrayStream, private_data),
                     sizeof(((struct ArrowArrayStream *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "array", offsetof(struct ArrowDeviceArray, array),
              sizeof(((struct ArrowDeviceArray *)0)->array),
-             _CFFI_OP(_CFFI_OP_NOOP, 107) },
+             _CFFI_OP(_CFFI_OP_NOOP, 114) },
   { "device_id", offsetof(struct ArrowDeviceArray, device_id),
                  sizeof(((struct ArrowDeviceArray *)0)->device_id),
-                 _CFFI_OP(_CFFI_OP_NOOP, 103) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "device_type", offsetof(struct ArrowDeviceArray, device_type),
                    sizeof(((struct ArrowDeviceArray *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 8) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 11) },
   { "sync_event", offsetof(struct ArrowDeviceArray, sync_event),
                   sizeof(((struct ArrowDeviceArray *)0)->sync_event),
-                  _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "reserved", offsetof(struct ArrowDeviceArray, reserved),
                 sizeof(((struct ArrowDeviceArray *)0)->reserved),
-                _CFFI_OP(_CFFI_OP_NOOP, 104) },
+                _CFFI_OP(_CFFI_OP_NOOP, 111) },
   { "device_type", offsetof(struct ArrowDeviceArrayStream, device_type),
                    sizeof(((struct ArrowDeviceArrayStream *)0)->device_type),
-                   _CFFI_OP(_CFFI_OP_NOOP, 8) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 11) },
   { "get_schema", offsetof(struct ArrowDeviceArrayStream, get_schema),
                   sizeof(((struct ArrowDeviceArrayStream *)0)->get_schema),
-                  _CFFI_OP(_CFFI_OP_NOOP, 99) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 106) },
   { "get_next", offsetof(struct ArrowDeviceArrayStream, get_next),
                 sizeof(((struct ArrowDeviceArrayStream *)0)->get_next),
-                _CFFI_OP(_CFFI_OP_NOOP, 98) },
+                _CFFI_OP(_CFFI_OP_NOOP, 105) },
   { "get_last_error", offsetof(struct ArrowDeviceArrayStream, get_last_error),
                       sizeof(((struct ArrowDeviceArrayStream *)0)->get_last_error),
-                      _CFFI_OP(_CFFI_OP_NOOP, 91) },
+                      _CFFI_OP(_CFFI_OP_NOOP, 98) },
   { "release", offsetof(struct ArrowDeviceArrayStream, release),
                sizeof(((struct ArrowDeviceArrayStream *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 123) },
+               _CFFI_OP(_CFFI_OP_NOOP, 130) },
   { "private_data", offsetof(struct ArrowDeviceArrayStream, private_data),
                     sizeof(((struct ArrowDeviceArrayStream *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "format", offsetof(struct ArrowSchema, format),
               sizeof(((struct ArrowSchema *)0)->format),
-              _CFFI_OP(_CFFI_OP_NOOP, 77) },
+              _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "name", offsetof(struct ArrowSchema, name),
             sizeof(((struct ArrowSchema *)0)->name),
-            _CFFI_OP(_CFFI_OP_NOOP, 77) },
+            _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "metadata", offsetof(struct ArrowSchema, metadata),
                 sizeof(((struct ArrowSchema *)0)->metadata),
-                _CFFI_OP(_CFFI_OP_NOOP, 77) },
+                _CFFI_OP(_CFFI_OP_NOOP, 84) },
   { "flags", offsetof(struct ArrowSchema, flags),
              sizeof(((struct ArrowSchema *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 103) },
+             _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "n_children", offsetof(struct ArrowSchema, n_children),
                   sizeof(((struct ArrowSchema *)0)->n_children),
-                  _CFFI_OP(_CFFI_OP_NOOP, 103) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 110) },
   { "children", offsetof(struct ArrowSchema, children),
                 sizeof(((struct ArrowSchema *)0)->children),
-                _CFFI_OP(_CFFI_OP_NOOP, 111) },
+                _CFFI_OP(_CFFI_OP_NOOP, 118) },
   { "dictionary", offsetof(struct ArrowSchema, dictionary),
                   sizeof(((struct ArrowSchema *)0)->dictionary),
-                  _CFFI_OP(_CFFI_OP_NOOP, 30) },
+                  _CFFI_OP(_CFFI_OP_NOOP, 37) },
   { "release", offsetof(struct ArrowSchema, release),
                sizeof(((struct ArrowSchema *)0)->release),
-               _CFFI_OP(_CFFI_OP_NOOP, 124) },
+               _CFFI_OP(_CFFI_OP_NOOP, 131) },
   { "private_data", offsetof(struct ArrowSchema, private_data),
                     sizeof(((struct ArrowSchema *)0)->private_data),
-                    _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                    _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "dl_tensor", offsetof(DLManagedTensor, dl_tensor),
                  sizeof(((DLManagedTensor *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 89) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "manager_ctx", offsetof(DLManagedTensor, manager_ctx),
                    sizeof(((DLManagedTensor *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "deleter", offsetof(DLManagedTensor, deleter),
                sizeof(((DLManagedTensor *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 119) },
+               _CFFI_OP(_CFFI_OP_NOOP, 126) },
   { "version", offsetof(DLManagedTensorVersioned, version),
                sizeof(((DLManagedTensorVersioned *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 88) },
+               _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "manager_ctx", offsetof(DLManagedTensorVersioned, manager_ctx),
                    sizeof(((DLManagedTensorVersioned *)0)->manager_ctx),
-                   _CFFI_OP(_CFFI_OP_NOOP, 18) },
+                   _CFFI_OP(_CFFI_OP_NOOP, 21) },
   { "deleter", offsetof(DLManagedTensorVersioned, deleter),
                sizeof(((DLManagedTensorVersioned *)0)->deleter),
-               _CFFI_OP(_CFFI_OP_NOOP, 120) },
+               _CFFI_OP(_CFFI_OP_NOOP, 127) },
   { "flags", offsetof(DLManagedTensorVersioned, flags),
              sizeof(((DLManagedTensorVersioned *)0)->flags),
-             _CFFI_OP(_CFFI_OP_NOOP, 115) },
+             _CFFI_OP(_CFFI_OP_NOOP, 122) },
   { "dl_tensor", offsetof(DLManagedTensorVersioned, dl_tensor),
                  sizeof(((DLManagedTensorVersioned *)0)->dl_tensor),
-                 _CFFI_OP(_CFFI_OP_NOOP, 89) },
+                 _CFFI_OP(_CFFI_OP_NOOP, 96) },
   { "header", offsetof(DLPackExchangeAPI, header),
               sizeof(((DLPackExchangeAPI *)0)->header),
-              _CFFI_OP(_CFFI_OP_NOOP, 87) },
+              _CFFI_OP(_CFFI_OP_NOOP, 94) },
   { "managed_tensor_allocator", offsetof(DLPackExchangeAPI, managed_tensor_allocator),
                                 sizeof(((DLPackExchangeAPI *)0)->managed_tensor_allocator),
-                                _CFFI_OP(_CFFI_OP_NOOP, 95) },
+                                _CFFI_OP(_CFFI_OP_NOOP, 102) },
   { "managed_tensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
                                              sizeof(((DLPackExchangeAPI *)0)->managed_tensor_from_py_object_no_sync),
-                                             _CFFI_OP(_CFFI_OP_NOOP, 100) },
+                                             _CFFI_OP(_CFFI_OP_NOOP, 107) },
   { "managed_tensor_to_py_object_no_sync", offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
                                            sizeof(((DLPackExchangeAPI *)0)->managed_tensor_to_py_object_no_sync),
-                                           _CFFI_OP(_CFFI_OP_NOOP, 94) },
+                                           _CFFI_OP(_CFFI_OP_NOOP, 101) },
   { "dltensor_from_py_object_no_sync", offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync),
                                        sizeof(((DLPackExchangeAPI *)0)->dltensor_from_py_object_no_sync),
-                                       _CFFI_OP(_CFFI_OP_NOOP, 101) },
+                                       _CFFI_OP(_CFFI_OP_NOOP, 108) },
   { "current_work_stream", offsetof(DLPackExchangeAPI, current_work_stream),
                            sizeof(((DLPackExchangeAPI *)0)->current_work_stream),
-                           _CFFI_OP(_CFFI_OP_NOOP, 93) },
+                           _CFFI_OP(_CFFI_OP_NOOP, 100) },
   { "version", offsetof(DLPackExchangeAPIHeader, version),
                sizeof(((DLPackExchangeAPIHeader *)0)->version),
-               _CFFI_OP(_CFFI_OP_NOOP, 88) },
+               _CFFI_OP(_CFFI_OP_NOOP, 95) },
   { "prev_api", offsetof(DLPackExchangeAPIHeader, prev_api),
                 sizeof(((DLPackExchangeAPIHeader *)0)->prev_api),
-                _CFFI_OP(_CFFI_OP_NOOP, 86) },
+                _CFFI_OP(_CFFI_OP_NOOP, 93) },
 };
 
 static const struct _cffi_struct_union_s _cffi_struct_unions[] = {
-  { "$DLDataType", 80, _CFFI_F_CHECK_FIELDS,
+  { "$DLDataType", 87, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDataType), offsetof(struct _cffi_align_typedef_DLDataType, y), 0, 3 },
-  { "$DLDevice", 82, _CFFI_F_CHECK_FIELDS,
+  { "$DLDevice", 89, _CFFI_F_CHECK_FIELDS,
     sizeof(DLDevice), offsetof(struct _cffi_align_typedef_DLDevice, y), 3, 2 },
-  { "$DLPackVersion", 88, _CFFI_F_CHECK_FIELDS,
+  { "$DLPackVersion", 95, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackVersion), offsetof(struct _cffi_align_typedef_DLPackVersion, y), 5, 2 },
-  { "$DLTensor", 89, _CFFI_F_CHECK_FIELDS,
+  { "$DLTensor", 96, _CFFI_F_CHECK_FIELDS,
     sizeof(DLTensor), offsetof(struct _cffi_align_typedef_DLTensor, y), 7, 7 },
-  { "ArrowArray", 107, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArray", 114, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArray), offsetof(struct _cffi_align_struct_ArrowArray, y), 14, 10 },
-  { "ArrowArrayStream", 108, _CFFI_F_CHECK_FIELDS,
+  { "ArrowArrayStream", 115, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowArrayStream), offsetof(struct _cffi_align_struct_ArrowArrayStream, y), 24, 5 },
-  { "ArrowDeviceArray", 109, _CFFI_F_CHECK_FIELDS,
+  { "ArrowDeviceArray", 116, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowDeviceArray), offsetof(struct _cffi_align_struct_ArrowDeviceArray, y), 29, 5 },
-  { "ArrowDeviceArrayStream", 110, _CFFI_F_CHECK_FIELDS,
+  { "ArrowDeviceArrayStream", 117, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowDeviceArrayStream), offsetof(struct _cffi_align_struct_ArrowDeviceArrayStream, y), 34, 6 },
-  { "ArrowSchema", 112, _CFFI_F_CHECK_FIELDS,
+  { "ArrowSchema", 119, _CFFI_F_CHECK_FIELDS,
     sizeof(struct ArrowSchema), offsetof(struct _cffi_align_struct_ArrowSchema, y), 40, 9 },
-  { "DLManagedTensor", 83, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensor", 90, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensor), offsetof(struct _cffi_align__DLManagedTensor, y), 49, 3 },
-  { "DLManagedTensorVersioned", 84, _CFFI_F_CHECK_FIELDS,
+  { "DLManagedTensorVersioned", 91, _CFFI_F_CHECK_FIELDS,
     sizeof(DLManagedTensorVersioned), offsetof(struct _cffi_align__DLManagedTensorVersioned, y), 52, 5 },
-  { "DLPackExchangeAPI", 85, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPI", 92, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPI), offsetof(struct _cffi_align__DLPackExchangeAPI, y), 57, 6 },
-  { "DLPackExchangeAPIHeader", 87, _CFFI_F_CHECK_FIELDS,
+  { "DLPackExchangeAPIHeader", 94, _CFFI_F_CHECK_FIELDS,
     sizeof(DLPackExchangeAPIHeader), offsetof(struct _cffi_align__DLPackExchangeAPIHeader, y), 63, 2 },
 };
 
 static const struct _cffi_enum_s _cffi_enums[] = {
-  { "$DLDataTypeCode", 81, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
+  { "$DLDataTypeCode", 88, _cffi_prim_int(sizeof(DLDataTypeCode), ((DLDataTypeCode)-1) <= 0),
     "kDLInt,kDLUInt,kDLFloat,kDLOpaqueHandle,kDLBfloat,kDLComplex,kDLBool,kDLFloat8_e3m4,kDLFloat8_e4m3,kDLFloat8_e4m3b11fnuz,"
     "kDLFloat8_e4m3fn,kDLFloat8_e4m3fnuz,kDLFloat8_e5m2,kDLFloat8_e5m2fnuz,kDLFloat8_e8m0fnu,kDLFloat6_e2m3fn,"
     "kDLFloat6_e3m2fn,kDLFloat4_e2m1fn" },
-  { "$DLDeviceType", 7, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
+  { "$DLDeviceType", 10, _cffi_prim_int(sizeof(DLDeviceType), ((DLDeviceType)-1) <= 0),
     "kDLCPU,kDLCUDA,kDLCUDAHost,kDLOpenCL,kDLVulkan,kDLMetal,kDLVPI,kDLROCM,kDLROCMHost,kDLExtDev,kDLCUDAManaged,"
     "kDLOneAPI,kDLWebGPU,kDLHexagon,kDLMAIA,kDLTrn" },
 };
 
 static const struct _cffi_typename_s _cffi_typenames[] = {
-  { "ArrowDeviceType", 8 },
-  { "DLDataType", 80 },
-  { "DLDataTypeCode", 81 },
-  { "DLDevice", 82 },
-  { "DLDeviceType", 7 },
-  { "DLManagedTensor", 83 },
-  { "DLManagedTensorVersioned", 84 },
-  { "DLPackCurrentWorkStream", 93 },
-  { "DLPackDLTensorFromPyObjectNoSync", 101 },
-  { "DLPackExchangeAPI", 85 },
-  { "DLPackExchangeAPIHeader", 87 },
-  { "DLPackManagedTensorAllocator", 95 },
-  { "DLPackManagedTensorFromPyObjectNoSync", 100 },
-  { "DLPackManagedTensorToPyObjectNoSync", 94 },
-  { "DLPackVersion", 88 },
-  { "DLTensor", 89 },
+  { "ArrowDeviceType", 11 },
+  { "DLDataType", 87 },
+  { "DLDataTypeCode", 88 },
+  { "DLDevice", 89 },
+  { "DLDeviceType", 10 },
+  { "DLManagedTensor", 90 },
+  { "DLManagedTensorVersioned", 91 },
+  { "DLPackCurrentWorkStream", 100 },
+  { "DLPackDLTensorFromPyObjectNoSync", 108 },
+  { "DLPackExchangeAPI", 92 },
+  { "DLPackExchangeAPIHeader", 94 },
+  { "DLPackManagedTensorAllocator", 102 },
+  { "DLPackManagedTensorFromPyObjectNoSync", 107 },
+  { "DLPackManagedTensorToPyObjectNoSync", 101 },
+  { "DLPackVersion", 95 },
+  { "DLTensor", 96 },
 };
 
 static const struct _cffi_type_context_s _cffi_type_context = {
@@ -1701,12 +1914,12 @@ static const struct _cffi_type_context_s _cffi_type_context = {
   _cffi_struct_unions,
   _cffi_enums,
   _cffi_typenames,
-  52,  /* num_globals */
+  61,  /* num_globals */
   13,  /* num_struct_unions */
   2,  /* num_enums */
   16,  /* num_typenames */
   NULL,  /* no includes */
-  126,  /* num_types */
+  133,  /* num_types */
   0,  /* flags */
 };
 

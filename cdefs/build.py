@@ -1,7 +1,8 @@
 """Generate cdefs/_native.c, the cffi (API mode) source of ``bridge._native``.
 
 The C declarations are real files, read in this order: ``dlpack.h`` (the DLPack
-v1.3 ABI), ``arrow_c_data.h`` (the Arrow C data and device interfaces), then
+v1.3 ABI), ``dlpack_next.h`` (values DLPack's main branch added since),
+``arrow_c_data.h`` (the Arrow C data and device interfaces), then
 ``bridge.h`` (our C functions). The generated file is committed
 and compiled by ``pip install .`` through ``[[tool.setuptools.ext-modules]]`` in
 pyproject.toml, so installing needs a C compiler but not cffi's build hook or a
@@ -19,7 +20,7 @@ import sys
 import cffi
 
 HERE = pathlib.Path(__file__).resolve().parent
-CDEF_FILES = ("dlpack.h", "arrow_c_data.h", "bridge.h")
+CDEF_FILES = ("dlpack.h", "dlpack_next.h", "arrow_c_data.h", "bridge.h")
 
 
 def make_ffi() -> cffi.FFI:
@@ -30,7 +31,7 @@ def make_ffi() -> cffi.FFI:
     ffibuilder.set_source(
         "bridge._native",
         "#include <stdint.h>\n#include <stddef.h>\n"
-        '#include "dlpack.h"\n#include "arrow_c_data.h"\n#include "bridge.h"\n'
+        '#include "dlpack.h"\n#include "dlpack_next.h"\n#include "arrow_c_data.h"\n#include "bridge.h"\n'
         # last: it wraps cffi's module init so that the module declares it
         # needs the GIL on a free-threaded build (the header says why)
         '#include "cffi_gil.h"\n',

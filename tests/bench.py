@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided as np_as_strided
 from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
+from numpy.lib.stride_tricks import as_strided as np_as_strided
 
 import bridge
 from bridge.core.native import _C
@@ -209,7 +209,7 @@ def _twin_views(x: Any, views: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, A
             return Proxy(self.v[key])
 
         @property
-        def T(self) -> Proxy:  # noqa: N802
+        def T(self) -> Proxy:
             return Proxy(self.v.t())
 
     d, s = views(Proxy(x))

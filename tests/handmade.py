@@ -53,7 +53,7 @@ class Handmade:
 
 #: Malformed managed tensors: Handmade's keyword arguments, and what bridge's
 #: BufferError says of each. Every entry point meets them alike: a capsule for
-#: bridge.from_dlpack (tests/interop/test_dlpack.py), a producer's exchange API
+#: bridge.from_dlpack (tests/interop/dlpack/test_dlpack.py), a producer's exchange API
 #: and a capsule for bridge.convert (tests/crossing/test_convert_hostile.py).
 MALFORMED: list[tuple[dict[str, object], str]] = [
     ({"major": 2}, "version 2"),
@@ -61,6 +61,8 @@ MALFORMED: list[tuple[dict[str, object], str]] = [
     ({"ndim": 1000}, "invalid ndim 1000"),
     ({"lanes": 4}, "lanes=4"),
     ({"code": 99, "bits": 8}, "code=99"),
+    ({"code": 18, "bits": 32}, r"bcomplex32 \(code=18: complex numbers of two bfloat16 halves"),
+    ({"device": (22, 0)}, "unknown DLPack device type 22"),
     ({"code": 2, "bits": 7}, r"\(code=2, bits=7, lanes=1\) has no bridge dtype"),
     ({"code": 2, "bits": 12}, "byte-addressable"),
     ({"null_shape": True}, "NULL shape"),

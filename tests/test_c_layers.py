@@ -7,7 +7,7 @@ at the top the ABI headers, ``bridge.h`` (the cffi surface) and ``module.c``,
 the one file that joins the layers. Read from the source:
 
 - a core file includes only core headers and the top-level ABI/cffi headers
-  (``dlpack.h``, ``arrow_c_data.h``, ``bridge.h``);
+  (``dlpack.h``, ``dlpack_next.h``, ``arrow_c_data.h``, ``bridge.h``);
 - every ``bridge_*`` name a core file uses (a call, a table, a variable) is
   defined in ``cdefs/core/`` (definitions are found by a regex over the
   sources and mapped to their folder);
@@ -27,7 +27,7 @@ import tomllib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CDEFS = ROOT / "cdefs"
 # The headers at the top of cdefs/ that every layer may include.
-SHARED_HEADERS = {"dlpack.h", "arrow_c_data.h", "bridge.h"}
+SHARED_HEADERS = {"dlpack.h", "dlpack_next.h", "arrow_c_data.h", "bridge.h"}
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')

@@ -4,34 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge._native import lib
+from bridge._native import ffi, lib
 from bridge.core.native import _C
 
 __all__ = ["device"]
 
-# DLPack v1.3 DLDeviceType values and the names bridge gives them.
-_DL_TYPES: dict[str, int] = {
-    "cpu": 1,
-    "cuda": 2,
-    "cuda_host": 3,
-    "opencl": 4,
-    "vulkan": 7,
-    "metal": 8,
-    "vpi": 9,
-    "rocm": 10,
-    "rocm_host": 11,
-    "ext_dev": 12,
-    "cuda_managed": 13,
-    "oneapi": 14,
-    "webgpu": 15,
-    "hexagon": 16,
-    "maia": 17,
-    "trn": 18,
-}
+def _device_table() -> dict[str, int]:
+    """bridge's device names and their DLPack device types, from the C device
+    table (cdefs/core/devices.c), the one description of a device kind."""
+    out: dict[str, int] = {}
+    i = 0
+    while code := lib.bridge_device_type_at(i):
+        out[ffi.string(lib.bridge_device_name(code)).decode()] = code
+        i += 1
+    return out
+
+
+_DL_TYPES: dict[str, int] = _device_table()
 _ALIASES = {"xpu": "oneapi", "hip": "rocm", "mps": "metal", "gpu": "cuda"}
 _BY_DL: dict[int, str] = {v: k for k, v in _DL_TYPES.items()}
 # Device types whose memory the host can read and write directly.
-# The C core's one list (bridge_host_accessible in cdefs/core/storage.c).
 _HOST_ACCESSIBLE = frozenset(name for name, code in _DL_TYPES.items() if lib.bridge_host_accessible(code))
 
 

@@ -17,6 +17,8 @@ from typing import Literal, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
+from bridge._native import lib
+from bridge.core.device import device
 from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
@@ -291,8 +293,10 @@ def _refuse_shape(t: Tensor, h: Holds) -> None:
 
 
 def _reachable(t: Tensor, h: Holds) -> bool:
-    # bridge copies between the host and CUDA devices (the CUDA copy engine).
-    return {t.device.type} | set(h.devices) <= {"cpu", "cuda"}
+    """Whether bridge can copy ``t`` onto the device ``_copy`` picks for ``h``
+    (the C device table's one rule, as ``__dlpack__(dl_device=...)`` uses it)."""
+    target = "cuda" if "cuda" in h.devices else "cpu"
+    return target in h.devices and bool(lib.bridge_device_copyable(t.device.to_dlpack()[0], device(target).to_dlpack()[0]))
 
 
 def _dtype_fix(t: Tensor, h: Holds) -> Fix | None:

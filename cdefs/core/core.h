@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "dlpack.h"
+#include "dlpack_next.h"
 #include "arrow_c_data.h"
 #include "bridge.h"
 #include "upcalls.h"

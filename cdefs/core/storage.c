@@ -10,11 +10,6 @@
 PyTypeObject *bridge_storage_class = &BridgeStorage_Type;
 static PyObject *cpu_device; /* cached bridge.device("cpu") */
 
-int bridge_host_accessible(int dev_type) {
-  return dev_type == kDLCPU || dev_type == kDLCUDAHost || dev_type == kDLROCMHost ||
-         dev_type == kDLCUDAManaged;
-}
-
 int bridge_storage_adopt(StorageObject *s, char *data, int64_t nbytes, int dev_type, int dev_id,
                          PyObject *owner, int readonly, int resizable, int shared,
                          PyObject *filename) {
@@ -118,6 +113,8 @@ static PyObject *storage_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw
   return (PyObject *)s;
 }
 
+/* (Instances are of the Python subclass, whose subtype_traverse visits the
+ * type and whose subtype_dealloc drops it: the static base does neither.) */
 static _Thread_local uintptr_t current_stream = 1;
 
 uintptr_t bridge_current_stream(void) { return current_stream; }
@@ -128,8 +125,6 @@ uintptr_t bridge_set_current_stream(uintptr_t stream) {
   return old;
 }
 
-/* (Instances are of the Python subclass, whose subtype_traverse visits the
- * type and whose subtype_dealloc drops it: the static base does neither.) */
 StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_type, int dev_id,
                                          void *managed, int versioned, int readonly,
                                          bridge_release_fn release) {

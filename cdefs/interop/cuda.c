@@ -12,128 +12,78 @@
  * (the driver API takes all three as CUstream). A storage records the stream
  * its memory's last work was ordered on (0: none to wait for). */
 
-#include "interop.h"
+#include "cuda_driver.h"
 
 #include <limits.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef void *CUcontext, *CUstream, *CUevent;
-typedef unsigned long long CUdeviceptr;
-#define CU_EVENT_DISABLE_TIMING 0x2
-#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
-#define CU_DEVICE_ATTRIBUTE_MAX_PITCH 11
-#define CU_MEMORYTYPE_HOST 1
-#define CU_MEMORYTYPE_DEVICE 2
-#define MAX_DEVICES 64
-
-/* cuda.h's CUDA_MEMCPY2D (the _v2 layout: size_t fields). */
-typedef struct {
-  size_t srcXInBytes, srcY;
-  int srcMemoryType;
-  const void *srcHost;
-  CUdeviceptr srcDevice;
-  void *srcArray;
-  size_t srcPitch;
-  size_t dstXInBytes, dstY;
-  int dstMemoryType;
-  void *dstHost;
-  CUdeviceptr dstDevice;
-  void *dstArray;
-  size_t dstPitch;
-  size_t WidthInBytes, Height;
-} CUDA_MEMCPY2D;
-
-static struct {
-  int state; /* 0 not tried, 1 loaded, -1 unavailable */
-  CUresult (*Init)(unsigned);
-  CUresult (*DeviceGet)(CUdevice *, int);
-  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
-  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*CtxPushCurrent)(CUcontext);
-  CUresult (*CtxPopCurrent)(CUcontext *);
-  CUresult (*EventCreate)(CUevent *, unsigned);
-  CUresult (*EventRecord)(CUevent, CUstream);
-  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
-  CUresult (*EventDestroy)(CUevent);
-  CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);
-  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-  CUresult (*MemFree)(CUdeviceptr);
-  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-  CUresult (*Memcpy2DAsync)(const CUDA_MEMCPY2D *, CUstream);
-  CUresult (*StreamSynchronize)(CUstream);
-  CUresult (*GetErrorName)(CUresult, const char **);
-  CUresult (*GetErrorString)(CUresult, const char **);
-} cu;
+bridge_cuda_driver bridge_cu;
 static CUcontext contexts[MAX_DEVICES];
-static size_t max_pitch[MAX_DEVICES]; /* bytes; 0: rows are copied one call each */
+size_t bridge_cuda_max_pitch[MAX_DEVICES]; /* bytes; 0: rows are copied one call each */
 static char load_error[256];
 
 
 static int load(void) {
-  if (cu.state != 0) return cu.state;
+  if (bridge_cu.state != 0) return bridge_cu.state;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h == NULL) {
     snprintf(load_error, sizeof load_error, "the CUDA driver library could not be loaded (%s)", dlerror());
-    return cu.state = -1;
+    return bridge_cu.state = -1;
   }
   struct {
     void **slot;
     const char *name;
   } syms[] = {
-      {(void **)&cu.Init, "cuInit"},
-      {(void **)&cu.DeviceGet, "cuDeviceGet"},
-      {(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
-      {(void **)&cu.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-      {(void **)&cu.CtxPushCurrent, "cuCtxPushCurrent_v2"},
-      {(void **)&cu.CtxPopCurrent, "cuCtxPopCurrent_v2"},
-      {(void **)&cu.EventCreate, "cuEventCreate"},
-      {(void **)&cu.EventRecord, "cuEventRecord"},
-      {(void **)&cu.StreamWaitEvent, "cuStreamWaitEvent"},
-      {(void **)&cu.EventDestroy, "cuEventDestroy_v2"},
-      {(void **)&cu.PointerGetAttribute, "cuPointerGetAttribute"},
-      {(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
-      {(void **)&cu.MemFree, "cuMemFree_v2"},
-      {(void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
-      {(void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-      {(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-      {(void **)&cu.Memcpy2DAsync, "cuMemcpy2DAsync_v2"},
-      {(void **)&cu.StreamSynchronize, "cuStreamSynchronize"},
-      {(void **)&cu.GetErrorName, "cuGetErrorName"},
-      {(void **)&cu.GetErrorString, "cuGetErrorString"},
+      {(void **)&bridge_cu.Init, "cuInit"},
+      {(void **)&bridge_cu.DeviceGet, "cuDeviceGet"},
+      {(void **)&bridge_cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
+      {(void **)&bridge_cu.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+      {(void **)&bridge_cu.CtxPushCurrent, "cuCtxPushCurrent_v2"},
+      {(void **)&bridge_cu.CtxPopCurrent, "cuCtxPopCurrent_v2"},
+      {(void **)&bridge_cu.EventCreate, "cuEventCreate"},
+      {(void **)&bridge_cu.EventRecord, "cuEventRecord"},
+      {(void **)&bridge_cu.StreamWaitEvent, "cuStreamWaitEvent"},
+      {(void **)&bridge_cu.EventDestroy, "cuEventDestroy_v2"},
+      {(void **)&bridge_cu.PointerGetAttribute, "cuPointerGetAttribute"},
+      {(void **)&bridge_cu.MemAlloc, "cuMemAlloc_v2"},
+      {(void **)&bridge_cu.MemFree, "cuMemFree_v2"},
+      {(void **)&bridge_cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+      {(void **)&bridge_cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
+      {(void **)&bridge_cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+      {(void **)&bridge_cu.Memcpy2DAsync, "cuMemcpy2DAsync_v2"},
+      {(void **)&bridge_cu.StreamSynchronize, "cuStreamSynchronize"},
+      {(void **)&bridge_cu.GetErrorName, "cuGetErrorName"},
+      {(void **)&bridge_cu.GetErrorString, "cuGetErrorString"},
   };
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     *syms[i].slot = dlsym(h, syms[i].name);
     if (*syms[i].slot == NULL) {
       snprintf(load_error, sizeof load_error, "the CUDA driver lacks %s", syms[i].name);
-      return cu.state = -1;
+      return bridge_cu.state = -1;
     }
   }
-  if (cu.Init(0) != 0) {
+  if (bridge_cu.Init(0) != 0) {
     snprintf(load_error, sizeof load_error, "cuInit failed: no usable CUDA device");
-    return cu.state = -1;
+    return bridge_cu.state = -1;
   }
-  return cu.state = 1;
+  return bridge_cu.state = 1;
 }
 
 /* `exc` naming the failed call, the CUDA error's name and its description. */
-static int cu_error(PyObject *exc, CUresult rc, const char *what) {
+int bridge_cuda_error(PyObject *exc, CUresult rc, const char *what) {
   const char *name = NULL, *s = NULL;
-  if (cu.GetErrorName == NULL || cu.GetErrorName(rc, &name) != 0) name = NULL;
-  if (cu.GetErrorString == NULL || cu.GetErrorString(rc, &s) != 0) s = NULL;
+  if (bridge_cu.GetErrorName == NULL || bridge_cu.GetErrorName(rc, &name) != 0) name = NULL;
+  if (bridge_cu.GetErrorString == NULL || bridge_cu.GetErrorString(rc, &s) != 0) s = NULL;
   PyErr_Format(exc, "%s failed: %s (CUDA error %d: %s)", what, name ? name : "an unknown CUDA error", rc,
                s ? s : "no description");
   return -1;
 }
 
 /* Make device `dev`'s primary context current on this thread (pushed; pop
- * with leave()); `exc` when there is no driver or the device cannot open. */
-static int enter_as(int dev, PyObject *exc) {
+ * with bridge_cuda_leave()); `exc` when there is no driver or the device cannot open. */
+int bridge_cuda_enter(int dev, PyObject *exc) {
   if (load() < 0) {
     PyErr_Format(exc, "CUDA stream ordering and copies need the CUDA driver: %s", load_error);
     return -1;
@@ -144,36 +94,36 @@ static int enter_as(int dev, PyObject *exc) {
   }
   if (contexts[dev] == NULL) {
     CUdevice d;
-    CUresult rc = cu.DeviceGet(&d, dev);
-    if (rc == 0) rc = cu.PrimaryCtxRetain(&contexts[dev], d); /* kept for the process */
-    if (rc != 0) return cu_error(exc, rc, "opening the CUDA device");
+    CUresult rc = bridge_cu.DeviceGet(&d, dev);
+    if (rc == 0) rc = bridge_cu.PrimaryCtxRetain(&contexts[dev], d); /* kept for the process */
+    if (rc != 0) return bridge_cuda_error(exc, rc, "opening the CUDA device");
     int pitch = 0; /* unknown: every row is a call of its own */
-    if (cu.DeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d) != 0 || pitch < 0) pitch = 0;
-    max_pitch[dev] = (size_t)pitch;
+    if (bridge_cu.DeviceGetAttribute(&pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d) != 0 || pitch < 0) pitch = 0;
+    bridge_cuda_max_pitch[dev] = (size_t)pitch;
   }
-  CUresult rc = cu.CtxPushCurrent(contexts[dev]);
-  return rc == 0 ? 0 : cu_error(exc, rc, "cuCtxPushCurrent");
+  CUresult rc = bridge_cu.CtxPushCurrent(contexts[dev]);
+  return rc == 0 ? 0 : bridge_cuda_error(exc, rc, "cuCtxPushCurrent");
 }
 
-static int enter(int dev) { return enter_as(dev, PyExc_BufferError); }
+static int enter(int dev) { return bridge_cuda_enter(dev, PyExc_BufferError); }
 
-static void leave(void) {
+void bridge_cuda_leave(void) {
   CUcontext c;
-  cu.CtxPopCurrent(&c);
+  bridge_cu.CtxPopCurrent(&c);
 }
 
 /* In an entered context, without the GIL: make `consumer` wait for the work
  * enqueued so far on `producer` (an event recorded on one and waited on the
  * other; nothing when they are the same stream or the producer has nothing to
  * wait for). 0 or the failing call's result, *what naming it. */
-static CUresult order_streams(uintptr_t producer, uintptr_t consumer, const char **what) {
+CUresult bridge_cuda_order_streams(uintptr_t producer, uintptr_t consumer, const char **what) {
   if (producer == 0 || producer == consumer) return 0;
   CUevent ev = NULL;
-  CUresult rc = cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+  CUresult rc = bridge_cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
   *what = "cuEventCreate";
-  if (rc == 0 && (rc = cu.EventRecord(ev, (CUstream)producer)) != 0) *what = "recording an event on the producer's stream";
-  if (rc == 0 && (rc = cu.StreamWaitEvent((CUstream)consumer, ev, 0)) != 0) *what = "making the consumer's stream wait";
-  if (ev != NULL) cu.EventDestroy(ev); /* destroying a recorded event is deferred by the driver */
+  if (rc == 0 && (rc = bridge_cu.EventRecord(ev, (CUstream)producer)) != 0) *what = "recording an event on the producer's stream";
+  if (rc == 0 && (rc = bridge_cu.StreamWaitEvent((CUstream)consumer, ev, 0)) != 0) *what = "making the consumer's stream wait";
+  if (ev != NULL) bridge_cu.EventDestroy(ev); /* destroying a recorded event is deferred by the driver */
   return rc;
 }
 
@@ -181,9 +131,9 @@ int bridge_cuda_order(int dev, uintptr_t producer, uintptr_t consumer) {
   if (producer == 0 || producer == consumer) return 0;
   if (enter(dev) < 0) return -1;
   const char *what = NULL;
-  CUresult rc = order_streams(producer, consumer, &what);
-  leave();
-  return rc == 0 ? 0 : cu_error(PyExc_BufferError, rc, what);
+  CUresult rc = bridge_cuda_order_streams(producer, consumer, &what);
+  bridge_cuda_leave();
+  return rc == 0 ? 0 : bridge_cuda_error(PyExc_BufferError, rc, what);
 }
 
 /* Block until the work enqueued on `stream` is done (GIL released). */
@@ -192,19 +142,19 @@ int bridge_cuda_synchronize(int dev, uintptr_t stream) {
   if (enter(dev) < 0) return -1;
   CUresult rc;
   Py_BEGIN_ALLOW_THREADS
-  rc = cu.StreamSynchronize((CUstream)stream);
+  rc = bridge_cu.StreamSynchronize((CUstream)stream);
   Py_END_ALLOW_THREADS
-  leave();
-  return rc == 0 ? 0 : cu_error(PyExc_BufferError, rc, "cuStreamSynchronize");
+  bridge_cuda_leave();
+  return rc == 0 ? 0 : bridge_cuda_error(PyExc_BufferError, rc, "cuStreamSynchronize");
 }
 
 /* Make `stream` wait for an Arrow producer's sync event (a CUevent*). */
 int bridge_cuda_wait_event(int dev, void *event_ptr, uintptr_t stream) {
   if (event_ptr == NULL) return 0;
   if (enter(dev) < 0) return -1;
-  CUresult rc = cu.StreamWaitEvent((CUstream)stream, *(CUevent *)event_ptr, 0);
-  leave();
-  return rc == 0 ? 0 : cu_error(PyExc_BufferError, rc, "waiting on the Arrow producer's sync event");
+  CUresult rc = bridge_cu.StreamWaitEvent((CUstream)stream, *(CUevent *)event_ptr, 0);
+  bridge_cuda_leave();
+  return rc == 0 ? 0 : bridge_cuda_error(PyExc_BufferError, rc, "waiting on the Arrow producer's sync event");
 }
 
 /* ---------------------------------------------------- device memory */
@@ -218,9 +168,9 @@ typedef struct {
 
 static void cuda_block_dealloc(CudaBlock *b) {
   /* At interpreter exit the driver may be torn down first: ignore errors. */
-  if (b->ptr && cu.state == 1 && contexts[b->dev] != NULL && cu.CtxPushCurrent(contexts[b->dev]) == 0) {
-    cu.MemFree(b->ptr);
-    leave();
+  if (b->ptr && bridge_cu.state == 1 && contexts[b->dev] != NULL && bridge_cu.CtxPushCurrent(contexts[b->dev]) == 0) {
+    bridge_cu.MemFree(b->ptr);
+    bridge_cuda_leave();
   }
   PyObject_Free(b);
 }
@@ -236,18 +186,18 @@ static PyTypeObject CudaBlock_Type = {
 /* A storage over `nbytes` of new memory on cuda:`dev` (none for 0 bytes, which
  * needs no driver), owned by a CudaBlock; MemoryError when the driver has no
  * room, `exc` without a driver. */
-static StorageObject *cuda_alloc(int dev, int64_t nbytes, PyObject *exc) {
+StorageObject *bridge_cuda_alloc(int dev, int64_t nbytes, PyObject *exc) {
   CudaBlock *b = PyObject_New(CudaBlock, &CudaBlock_Type);
   if (b == NULL) return NULL;
   b->ptr = 0;
   b->dev = dev;
   if (nbytes > 0) {
-    if (enter_as(dev, exc) < 0) {
+    if (bridge_cuda_enter(dev, exc) < 0) {
       Py_DECREF(b);
       return NULL;
     }
-    CUresult rc = cu.MemAlloc(&b->ptr, (size_t)nbytes);
-    leave();
+    CUresult rc = bridge_cu.MemAlloc(&b->ptr, (size_t)nbytes);
+    bridge_cuda_leave();
     if (rc != 0) {
       b->ptr = 0;
       Py_DECREF(b);
@@ -259,435 +209,6 @@ static StorageObject *cuda_alloc(int dev, int64_t nbytes, PyObject *exc) {
   StorageObject *s = bridge_storage_new((char *)(uintptr_t)b->ptr, nbytes, kDLCUDA, dev, (PyObject *)b, 0);
   Py_DECREF(b);
   return s;
-}
-
-/* ----------------------------------------------------- the copy engine
- *
- * A copy is a plan: dims (size, destination and source strides in bytes)
- * over two base addresses, each in CUDA or host memory. `normalize` drops
- * size-1 dims, turns the destination's negative strides around (both sides
- * together, so the same elements pair up), orders the dims by destination
- * stride, largest first, and merges dims that step as one on both sides.
- *
- * `issue` then hands the plan to the driver as rows: a row is the innermost
- * dim when it is contiguous on both sides, else one element; the next dim
- * becomes the rows of one cuMemcpy2DAsync_v2 when both its pitches are at
- * least a row and at most the device's maximum pitch; the remaining dims are
- * a loop of such calls; a single row is one cuMemcpy{HtoD,DtoH,DtoD}Async_v2.
- * That covers contiguous views (one call), row-strided 2-D views (one call)
- * and N-d views whose innermost dim is contiguous (a loop).
- *
- * A plan whose innermost dim is not contiguous on both sides (a transpose, a
- * step, a negative or broadcast source stride) is not sent to the engine
- * element by element; it goes through host memory: a device source's bytes
- * come down as the one span its view reaches (cuMemcpyDtoHAsync_v2), the
- * elements are re-laid on the host (`host_copy`) into a temporary dense in
- * the destination's order, and that goes up to the destination; a copy to
- * the host copies from the span straight into the destination. Only a
- * destination whose own innermost stride is not one element then moves in
- * rows of one element (its gaps are never written). A source that overlaps
- * its destination's bytes is staged the same way, so it is read whole
- * before anything is written; a host source is also re-laid when that saves
- * driver calls (a broadcast row into a dense view: one call, not one per
- * row). dtype casts never reach the engine: Tensor.copy_ casts on the host.
- * Everything is ordered on one stream; any copy that touches host memory is
- * synchronised before returning. */
-
-typedef struct {
-  int64_t n, ds, ss; /* size; destination and source strides in bytes */
-} cdim;
-
-typedef struct {
-  int nd;
-  int64_t isz;       /* bytes per element */
-  uintptr_t dst, src; /* element [0, ..., 0] of each side */
-  int dst_cuda, src_cuda;
-  cdim d[BRIDGE_MAX_NDIM];
-} plan;
-
-static void normalize(plan *p) {
-  int nd = 0;
-  for (int i = 0; i < p->nd; i++) {
-    cdim c = p->d[i];
-    if (c.n == 1) continue;
-    if (c.ds < 0) { /* walk this dim from its other end on both sides */
-      p->dst -= (uintptr_t)(-c.ds) * (uintptr_t)(c.n - 1);
-      p->src += (uintptr_t)c.ss * (uintptr_t)(c.n - 1);
-      c.ds = -c.ds;
-      c.ss = -c.ss;
-    }
-    p->d[nd++] = c;
-  }
-  for (int i = 1; i < nd; i++) { /* insertion sort: largest destination stride first */
-    cdim c = p->d[i];
-    int j = i;
-    for (; j > 0 && (p->d[j - 1].ds < c.ds || (p->d[j - 1].ds == c.ds && p->d[j - 1].ss < c.ss)); j--)
-      p->d[j] = p->d[j - 1];
-    p->d[j] = c;
-  }
-  int m = 0;
-  for (int i = 0; i < nd; i++) {
-    cdim c = p->d[i];
-    int64_t dn, sn;
-    if (m > 0 && !__builtin_mul_overflow(c.ds, c.n, &dn) && !__builtin_mul_overflow(c.ss, c.n, &sn) &&
-        p->d[m - 1].ds == dn && p->d[m - 1].ss == sn)
-      p->d[m - 1] = (cdim){p->d[m - 1].n * c.n, c.ds, c.ss}; /* product <= numel */
-    else
-      p->d[m++] = c;
-  }
-  if (m == 0) p->d[m++] = (cdim){1, p->isz, p->isz}; /* one element */
-  p->nd = m;
-}
-
-/* Whether the engine copies the plan in rows longer than one element. */
-static int contiguous_rows(const plan *p) {
-  return p->d[p->nd - 1].ds == p->isz && p->d[p->nd - 1].ss == p->isz;
-}
-
-/* The bytes [*lo, *hi) the source side reaches, relative to p->src. */
-static void source_span(const plan *p, int64_t *lo, int64_t *hi) {
-  *lo = 0;
-  *hi = p->isz;
-  for (int i = 0; i < p->nd; i++) { /* each term is bounded by the storage's size */
-    int64_t reach = p->d[i].ss * (p->d[i].n - 1);
-    if (reach < 0)
-      *lo += reach;
-    else
-      *hi += reach;
-  }
-}
-
-/* Rows of the plan and the loop over the rest: width in bytes, the dim used
- * as the rows of one 2-D call (-1: none) and the number of loop dims. */
-static void shape_rows(const plan *p, size_t maxp, int64_t *width, int *rows_dim, int *loops) {
-  int k = p->nd;
-  *width = p->isz;
-  if (contiguous_rows(p)) {
-    *width = p->d[k - 1].n * p->isz;
-    k--;
-  }
-  *rows_dim = -1;
-  if (k > 0) {
-    const cdim *c = &p->d[k - 1];
-    if (c->ds >= *width && c->ss >= *width && (uint64_t)c->ds <= maxp && (uint64_t)c->ss <= maxp) {
-      *rows_dim = k - 1;
-      k--;
-    }
-  }
-  *loops = k;
-}
-
-/* How many driver calls `walk` makes for the plan. */
-static int64_t count_calls(const plan *p, size_t maxp) {
-  int64_t width, n = 1;
-  int rows_dim, loops;
-  shape_rows(p, maxp, &width, &rows_dim, &loops);
-  for (int i = 0; i < loops; i++) n *= p->d[i].n; /* <= numel */
-  return n;
-}
-
-/* Whether a host source re-laid dense in the destination's order would take
- * fewer calls (a broadcast or scattered host source into a dense device
- * view): a host copy is cheaper than a driver call per row. */
-static int fewer_calls_dense(const plan *p, size_t maxp) {
-  plan q = *p;
-  int64_t stride = p->isz;
-  for (int i = q.nd - 1; i >= 0; i--) {
-    q.d[i].ss = stride;
-    if (__builtin_mul_overflow(stride, q.d[i].n, &stride)) return 0;
-  }
-  normalize(&q);
-  return count_calls(&q, maxp) < count_calls(p, maxp);
-}
-
-/* One call: `height` rows of `width` bytes. */
-static CUresult copy_rows(const plan *p, uintptr_t dst, uintptr_t src, int64_t width, int64_t height, int64_t dpitch,
-                          int64_t spitch, CUstream stream, const char **what) {
-  if (height == 1) {
-    if (p->dst_cuda && p->src_cuda) {
-      *what = "cuMemcpyDtoDAsync";
-      return cu.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, (size_t)width, stream);
-    }
-    if (p->dst_cuda) {
-      *what = "cuMemcpyHtoDAsync";
-      return cu.MemcpyHtoDAsync((CUdeviceptr)dst, (const void *)src, (size_t)width, stream);
-    }
-    *what = "cuMemcpyDtoHAsync";
-    return cu.MemcpyDtoHAsync((void *)dst, (CUdeviceptr)src, (size_t)width, stream);
-  }
-  CUDA_MEMCPY2D m;
-  memset(&m, 0, sizeof m);
-  m.srcMemoryType = p->src_cuda ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-  if (p->src_cuda)
-    m.srcDevice = (CUdeviceptr)src;
-  else
-    m.srcHost = (const void *)src;
-  m.srcPitch = (size_t)spitch;
-  m.dstMemoryType = p->dst_cuda ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-  if (p->dst_cuda)
-    m.dstDevice = (CUdeviceptr)dst;
-  else
-    m.dstHost = (void *)dst;
-  m.dstPitch = (size_t)dpitch;
-  m.WidthInBytes = (size_t)width;
-  m.Height = (size_t)height;
-  *what = "cuMemcpy2DAsync";
-  return cu.Memcpy2DAsync(&m, stream);
-}
-
-/* Walk the loop dims of a plan, calling the engine (or, with `host`, memcpy
- * row by row) once per position. No Python: runs without the GIL. */
-static CUresult walk(const plan *p, size_t maxp, CUstream stream, int host, const char **what) {
-  int64_t width, idx[BRIDGE_MAX_NDIM] = {0};
-  int rows_dim, loops;
-  shape_rows(p, host ? 0 : maxp, &width, &rows_dim, &loops);
-  int64_t height = rows_dim < 0 ? 1 : p->d[rows_dim].n;
-  int64_t dpitch = rows_dim < 0 ? width : p->d[rows_dim].ds, spitch = rows_dim < 0 ? width : p->d[rows_dim].ss;
-  uintptr_t dst = p->dst, src = p->src;
-  for (;;) {
-    if (host) {
-      memcpy((void *)dst, (const void *)src, (size_t)width);
-    } else {
-      CUresult rc = copy_rows(p, dst, src, width, height, dpitch, spitch, stream, what);
-      if (rc != 0) return rc;
-    }
-    int i = loops - 1;
-    for (; i >= 0; i--) { /* the next position, last loop dim fastest */
-      const cdim *c = &p->d[i];
-      if (++idx[i] < c->n) {
-        dst += (uintptr_t)c->ds;
-        src += (uintptr_t)c->ss;
-        break;
-      }
-      idx[i] = 0;
-      dst -= (uintptr_t)c->ds * (uintptr_t)(c->n - 1);
-      src -= (uintptr_t)c->ss * (uintptr_t)(c->n - 1);
-    }
-    if (i < 0) return 0;
-  }
-}
-
-/* What a copy needs besides the plan: the devices and the streams the
- * storages' work was ordered on. */
-typedef struct {
-  int dst_id, src_id;
-  uintptr_t dst_wait, src_wait;
-  uintptr_t stream; /* out: the stream the copy was ordered on */
-} copy_env;
-
-/* Bring the source's span down into new host memory (*buf) and point the plan
- * at it; synchronised, so the host can read it at once. */
-static CUresult download(plan *p, size_t maxp, CUstream stream, void **buf, int *nomem, const char **what) {
-  int64_t lo, hi;
-  source_span(p, &lo, &hi);
-  *buf = malloc((size_t)(hi - lo));
-  if (*buf == NULL) {
-    *nomem = 1;
-    return 0;
-  }
-  plan span = {.nd = 1, .isz = 1, .dst = (uintptr_t)*buf, .src = p->src - (uintptr_t)(-lo), .dst_cuda = 0, .src_cuda = 1};
-  span.d[0] = (cdim){hi - lo, 1, 1};
-  CUresult rc = walk(&span, maxp, stream, 0, what);
-  if (rc == 0 && (rc = cu.StreamSynchronize(stream)) != 0) *what = "cuStreamSynchronize";
-  p->src = (uintptr_t)*buf + (uintptr_t)(-lo);
-  p->src_cuda = 0;
-  return rc;
-}
-
-/* Re-lay a host source into new host memory (*buf) dense in the destination's
- * order (the plan is normalized: dims by destination stride), and point the
- * plan at it. */
-static void relayout(plan *p, void **buf, int *nomem) {
-  int64_t numel = 1, nbytes;
-  for (int i = 0; i < p->nd; i++) numel *= p->d[i].n; /* <= the destination's elements */
-  if (__builtin_mul_overflow(numel, p->isz, &nbytes) || (*buf = malloc((size_t)nbytes)) == NULL) {
-    *nomem = 1;
-    return;
-  }
-  plan q = *p;
-  q.dst = (uintptr_t)*buf;
-  q.dst_cuda = 0;
-  int64_t stride = p->isz;
-  for (int i = p->nd - 1; i >= 0; i--) {
-    q.d[i].ds = stride;
-    p->d[i].ss = stride;
-    stride *= p->d[i].n;
-  }
-  walk(&q, 0, NULL, 1, NULL);
-  p->src = (uintptr_t)*buf;
-  normalize(p);
-}
-
-/* Whether two device spans share bytes (the copy must read before writing). */
-static int overlaps(const plan *p) {
-  if (!p->dst_cuda || !p->src_cuda) return 0;
-  int64_t slo, shi, dlo = 0, dhi = p->isz;
-  source_span(p, &slo, &shi);
-  for (int i = 0; i < p->nd; i++) dhi += p->d[i].ds * (p->d[i].n - 1); /* normalized: ds >= 0 */
-  uintptr_t a = p->dst + (uintptr_t)dlo, b = p->dst + (uintptr_t)dhi;
-  uintptr_t c = p->src - (uintptr_t)(-slo), d = p->src + (uintptr_t)shi;
-  return a < d && c < b;
-}
-
-/* Run a copy (the plan's numel > 0). The destination's device orders it: on
- * the thread's consumer stream after the work pending on both storages; a
- * copy to the host runs on the source's stream (the legacy default when it has
- * none). Copies between two devices come down to the host first. `exc` for a
- * missing driver or a failed call; MemoryError when host memory runs out. */
-static int run_copy(plan *p, copy_env *env, PyObject *exc) {
-  void *down = NULL, *tmp = NULL;
-  int nomem = 0;
-  CUresult rc = 0;
-  const char *what = NULL;
-  normalize(p);
-  if (p->dst_cuda && p->src_cuda && env->dst_id != env->src_id) {
-    if (enter_as(env->src_id, exc) < 0) return -1;
-    size_t maxp = max_pitch[env->src_id];
-    CUstream s = (CUstream)(env->src_wait ? env->src_wait : 1);
-    Py_BEGIN_ALLOW_THREADS
-    rc = download(p, maxp, s, &down, &nomem, &what);
-    Py_END_ALLOW_THREADS
-    leave();
-    if (rc != 0 || nomem) goto done;
-  }
-  int dev = p->dst_cuda ? env->dst_id : env->src_id;
-  uintptr_t stream = p->dst_cuda ? bridge_current_stream() : (env->src_wait ? env->src_wait : 1);
-  if (enter_as(dev, exc) < 0) {
-    free(down);
-    return -1;
-  }
-  size_t maxp = max_pitch[dev];
-  Py_BEGIN_ALLOW_THREADS
-  if (p->dst_cuda) {
-    rc = order_streams(env->dst_wait, stream, &what);
-    if (rc == 0 && p->src_cuda) rc = order_streams(env->src_wait, stream, &what);
-  }
-  if (rc == 0 && p->src_cuda && (!contiguous_rows(p) || overlaps(p)))
-    rc = download(p, maxp, (CUstream)stream, &down, &nomem, &what);
-  if (rc == 0 && !nomem && !p->src_cuda) {
-    if (!p->dst_cuda)
-      walk(p, 0, NULL, 1, NULL); /* from the span into host memory */
-    else if (!contiguous_rows(p) || fewer_calls_dense(p, maxp))
-      relayout(p, &tmp, &nomem);
-  }
-  if (rc == 0 && !nomem && (p->dst_cuda || p->src_cuda)) rc = walk(p, maxp, (CUstream)stream, 0, &what);
-  /* host memory is read or written: the copy is done before returning */
-  if (rc == 0 && !nomem && (!p->dst_cuda || !p->src_cuda) && (rc = cu.StreamSynchronize((CUstream)stream)) != 0)
-    what = "cuStreamSynchronize";
-  Py_END_ALLOW_THREADS
-  leave();
-  env->stream = stream;
-done:
-  free(down);
-  free(tmp);
-  if (nomem) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  return rc == 0 ? 0 : cu_error(exc, rc, what);
-}
-
-/* The dims of a copy of `src` into `dst` (src broadcast to dst's shape, as
- * NumPy broadcasts), in bytes. ValueError when the shapes do not broadcast. */
-static int plan_views(plan *p, TensorObject *dst, TensorObject *src) {
-  int nd = dst->ndim, off = dst->ndim - src->ndim;
-  int64_t isz = dst->dtype->itemsize;
-  if (off < 0) goto mismatch;
-  for (int i = 0; i < src->ndim; i++)
-    if (src->shape[i] != dst->shape[i + off] && src->shape[i] != 1) goto mismatch;
-  p->nd = nd;
-  p->isz = isz;
-  p->dst = (uintptr_t)bridge_tensor_data(dst);
-  p->src = (uintptr_t)bridge_tensor_data(src);
-  p->dst_cuda = dst->storage->dev_type == kDLCUDA;
-  p->src_cuda = src->storage->dev_type == kDLCUDA;
-  for (int i = 0; i < nd; i++) {
-    int64_t n = dst->shape[i], ds = 0, ss = 0;
-    int j = i - off;
-    /* size-1 dims step nowhere (their strides may be anything) */
-    if (n > 1 && __builtin_mul_overflow(dst->strides[i], isz, &ds)) goto overflow;
-    if (n > 1 && j >= 0 && src->shape[j] != 1 && __builtin_mul_overflow(src->strides[j], isz, &ss)) goto overflow;
-    p->d[i] = (cdim){n, ds, ss};
-  }
-  return 0;
-mismatch:;
-  PyObject *a = bridge_dims_tuple(src->ndim, src->shape), *b = bridge_dims_tuple(dst->ndim, dst->shape);
-  if (a && b) PyErr_Format(PyExc_ValueError, "cannot broadcast a value of shape %R to shape %R", a, b);
-  Py_XDECREF(a);
-  Py_XDECREF(b);
-  return -1;
-overflow:
-  PyErr_SetString(PyExc_ValueError, "a stride in bytes overflows int64");
-  return -1;
-}
-
-int bridge_cuda_copy(TensorObject *dst, TensorObject *src, PyObject *exc) {
-  StorageObject *ds = dst->storage, *ss = src->storage;
-  int dc = ds->dev_type == kDLCUDA, sc = ss->dev_type == kDLCUDA;
-  if (!(dc || sc) || !(dc || bridge_host_accessible(ds->dev_type)) || !(sc || bridge_host_accessible(ss->dev_type))) {
-    PyObject *a = bridge_storage_device(ds), *b = a ? bridge_storage_device(ss) : NULL;
-    if (a && b)
-      PyErr_Format(exc, "bridge's CUDA copy engine copies between host and CUDA memory, not from %S to %S", b, a);
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    return -1;
-  }
-  if (dst->dtype != src->dtype) {
-    PyErr_SetString(PyExc_ValueError, "the CUDA copy engine copies between tensors of one dtype (casts go through "
-                                      "the host: Tensor.copy_)");
-    return -1;
-  }
-  if (ds->readonly) {
-    PyErr_SetString(PyExc_ValueError, "cannot write to a read-only tensor (its memory was borrowed read-only)");
-    return -1;
-  }
-  if (bridge_tensor_check_bounds(dst, exc) < 0 || bridge_tensor_check_bounds(src, exc) < 0) return -1;
-  plan p;
-  if (plan_views(&p, dst, src) < 0) return -1;
-  if (bridge_numel(dst) == 0) return 0;
-  copy_env env = {dst->storage->dev_id, src->storage->dev_id, dc ? ds->stream : 0, sc ? ss->stream : 0, 0};
-  /* the owners keep both blocks alive while the GIL is released */
-  PyObject *keep_dst = Py_NewRef(bridge_storage_owner(ds)), *keep_src = Py_NewRef(bridge_storage_owner(ss));
-  int rc = run_copy(&p, &env, exc);
-  Py_DECREF(keep_dst);
-  Py_DECREF(keep_src);
-  if (rc == 0 && dc) ds->stream = env.stream;
-  return rc;
-}
-
-/* bridge_cuda_transfer(tensor, dev_type, dev_id) -> a copy of the tensor on
- * (dev_type, dev_id), CPU or CUDA, by the copy engine: the bytes the view
- * reaches are copied as one span (one call), so the copy keeps the view's
- * strides. The copy is ordered after the source's stream and complete on
- * return for the host; a device copy is ordered on the thread's consumer
- * stream. BufferError for what cannot be exported. */
-PyObject *bridge_cuda_transfer(TensorObject *t, int to_type, int to_id) {
-  StorageObject *src = t->storage;
-  int from_cuda = src->dev_type == kDLCUDA, to_cuda = to_type == kDLCUDA;
-  if (!(from_cuda || bridge_host_accessible(src->dev_type)) || !(to_cuda || to_type == kDLCPU))
-    return PyErr_Format(PyExc_BufferError, "bridge copies only between CPU and CUDA memory");
-  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
-  int64_t isz = t->dtype->itemsize, nbytes = (t->hi - t->lo) * isz; /* inside the storage */
-  StorageObject *dst = to_cuda ? cuda_alloc(to_id, nbytes, PyExc_BufferError) : bridge_storage_alloc(nbytes, 0);
-  if (dst == NULL) return NULL;
-  if (nbytes) {
-    plan p = {.nd = 1, .isz = 1, .dst = (uintptr_t)dst->data, .src = (uintptr_t)(src->data + t->lo * isz),
-              .dst_cuda = to_cuda, .src_cuda = from_cuda};
-    p.d[0] = (cdim){nbytes, 1, 1};
-    copy_env env = {to_id, src->dev_id, 0, from_cuda ? src->stream : 0, 0};
-    PyObject *keep = Py_NewRef(bridge_storage_owner(src));
-    int rc = run_copy(&p, &env, PyExc_BufferError);
-    Py_DECREF(keep);
-    if (rc < 0) {
-      Py_DECREF(dst);
-      return NULL;
-    }
-    if (to_cuda) dst->stream = env.stream;
-  }
-  PyObject *out = bridge_tensor_new(dst, t->dtype, t->ndim, t->shape, t->strides, nbytes ? t->offset - t->lo : 0,
-                                    GEOM_DERIVED);
-  Py_DECREF(dst);
-  return out;
 }
 
 /* ------------------------------------------------------ Python side */
@@ -805,7 +326,7 @@ static PyObject *py_cuda_clone(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return PyErr_Format(PyExc_ValueError, "cuda_clone() needs a dense layout of the tensor's shape");
   if (__builtin_mul_overflow(numel, (int64_t)t->dtype->itemsize, &nbytes))
     return PyErr_Format(PyExc_ValueError, "a clone of %lld elements does not fit in memory", (long long)numel);
-  StorageObject *s = cuda_alloc(t->storage->dev_id, nbytes, PyExc_RuntimeError);
+  StorageObject *s = bridge_cuda_alloc(t->storage->dev_id, nbytes, PyExc_RuntimeError);
   if (s == NULL) return NULL;
   PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, strides, 0, GEOM_USER);
   Py_DECREF(s);
@@ -834,7 +355,7 @@ static PyObject *py_cuda_pointer_device(PyObject *mod, PyObject *arg) {
   unsigned long long p = PyLong_AsUnsignedLongLong(arg);
   if (p == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
   int dev = -1;
-  if (load() == 1 && cu.PointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != 0)
+  if (load() == 1 && bridge_cu.PointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != 0)
     dev = -1;
   return PyLong_FromLong(dev);
 }

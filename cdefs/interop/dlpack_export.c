@@ -381,8 +381,7 @@ int bridge_dl_device_of(PyObject *spec, int names, int *type, int *id) {
 }
 
 PyObject *bridge_dlpack_transfer(TensorObject *t, int type, int id) {
-  int from_cuda = t->storage->dev_type == kDLCUDA;
-  if (!(from_cuda || type == kDLCUDA) || !(type == kDLCPU || type == kDLCUDA || type == kDLCUDAHost)) {
+  if (!bridge_device_copyable(t->storage->dev_type, type)) {
     PyObject *dev = bridge_storage_device(t->storage);
     if (dev != NULL) {
       PyErr_Format(PyExc_BufferError,

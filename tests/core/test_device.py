@@ -42,7 +42,7 @@ def test_hash_and_pickle():
     assert pickle.loads(pickle.dumps(device("cuda:1"))) == device("cuda:1")
 
 
-@pytest.mark.parametrize("bad", ["tpu", "cuda:x", "cuda:-1", "", "cuda:1:2"])
+@pytest.mark.parametrize("bad", ["meta", "cuda:x", "cuda:-1", "", "cuda:1:2"])
 def test_bad_strings_raise_value_error(bad):
     with pytest.raises(ValueError):
         device(bad)

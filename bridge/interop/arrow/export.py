@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bridge._native import lib
 from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop.arrow.types import (
-    _ARROW_CPU,
-    _ARROW_CUDA,
-    _ARROW_CUDA_HOST,
     _BOOL8_META,
     _COLUMN,
     _EXT_META,
@@ -261,15 +259,11 @@ def _arrow_device(t: Tensor, method: str, kwargs: dict[str, Any]) -> tuple[int, 
         if value is not None:
             raise NotImplementedError(f"{method} does not support {key}={value!r}")
     dev = t.device
-    if dev.type == "cpu":
-        dev_type, dev_id = _ARROW_CPU, -1
-    elif dev.type == "cuda":
-        dev_type, dev_id = _ARROW_CUDA, dev.index or 0
-    elif dev.type == "cuda_host":
-        dev_type, dev_id = _ARROW_CUDA_HOST, dev.index or 0
-    else:
+    code, index = dev.to_dlpack()
+    dev_type = lib.bridge_device_to_arrow(code)
+    if dev_type == 0:
         raise ValueError(f"Arrow has no device type for {dev}")
-    return dev_type, dev_id
+    return dev_type, -1 if dev.type == "cpu" else index
 
 
 def _device_array(t: Tensor, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from bridge._native import lib
 from bridge.core import dtypes as _dtypes
 from bridge.core import strides as S
 from bridge.core.device import CPU, device
@@ -19,9 +20,6 @@ from bridge.core.native import _C
 from bridge.core.storage import UntypedStorage
 from bridge.core.tensor import Tensor
 from bridge.interop.arrow.types import (
-    _ARROW_CPU,
-    _ARROW_CUDA,
-    _ARROW_CUDA_HOST,
     _EXT_META,
     _EXT_NAME,
     _FST,
@@ -55,13 +53,12 @@ def concatenate(parts: list[Tensor]) -> Tensor:
 
 
 def _device_of(dev_type: int, dev_id: int) -> device:
-    if dev_type == _ARROW_CPU:
-        return CPU
-    if dev_type == _ARROW_CUDA:
-        return device("cuda", max(dev_id, 0))
-    if dev_type == _ARROW_CUDA_HOST:
-        return device("cuda_host", max(dev_id, 0))
-    raise ValueError(f"Arrow device type {dev_type} is not supported by bridge")
+    """bridge's device for an Arrow (device_type, device_id), through the C
+    device table; ValueError for a type bridge does not exchange through Arrow."""
+    code = lib.bridge_device_from_arrow(dev_type)
+    if code == 0:
+        raise ValueError(f"Arrow device type {dev_type} is not supported by bridge")
+    return device.from_dlpack(code, max(dev_id, 0))
 
 
 _ADDRESS_SPACE = 1 << 64

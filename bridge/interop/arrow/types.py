@@ -20,10 +20,6 @@ _EXT_NAME = b"ARROW:extension:name"
 _EXT_META = b"ARROW:extension:metadata"
 _BOOL8 = b"arrow.bool8"
 _FST = b"arrow.fixed_shape_tensor"
-# Arrow C device types (CDeviceDataInterface.rst) that bridge can name.
-_ARROW_CPU: int = lib.ARROW_DEVICE_CPU
-_ARROW_CUDA: int = lib.ARROW_DEVICE_CUDA
-_ARROW_CUDA_HOST: int = lib.ARROW_DEVICE_CUDA_HOST
 
 _DTYPE_BY_FORMAT: dict[str, _dtypes.dtype] = {
     d.arrow_format: d for d in _dtypes.all_dtypes() if d.arrow_format and d is not _dtypes.bool
