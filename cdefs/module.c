@@ -85,7 +85,7 @@ static int init_modules(void) {
            PyModule_AddObjectRef(core, "TensorBase", (PyObject *)&BridgeTensor_Type) < 0 ||
            PyModule_AddIntConstant(core, "MAX_NDIM", BRIDGE_MAX_NDIM) < 0 ||
            PyModule_AddIntConstant(core, "ALIGNMENT", BRIDGE_ALIGNMENT) < 0 ||
-           bridge_upcalls_init(core) < 0 || bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 ||
+           bridge_upcalls_init(core) < 0 || bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 || bridge_storage_init(core) < 0 ||
            bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 || bridge_copy_init(core) < 0 ||
            bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||

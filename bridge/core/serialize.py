@@ -65,7 +65,7 @@ def _rebuild_tensor(storage: UntypedStorage, dtype: str, shape: tuple[int, ...],
         # A buffer handed back at an address the dtype cannot live at: copied once, aligned.
         aligned = storage.clone()
         if storage.is_readonly:
-            aligned._adopt(aligned.data_ptr(), aligned.nbytes(), aligned.owner, readonly=True)
+            aligned._make_readonly()
         storage = aligned
     out: Tensor = _C.make_tensor(storage, dt, shape, strides, offset)
     return out
@@ -90,7 +90,7 @@ def _rebuild_storage(data: Any, readonly: bool) -> UntypedStorage:
     the source was and this buffer is."""
     out = UntypedStorage.from_buffer(data)
     if readonly and not out.is_readonly:
-        out._adopt(out.data_ptr(), out.nbytes(), out.owner, readonly=True)
+        out._make_readonly()
     return out
 
 

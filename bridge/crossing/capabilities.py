@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
+from bridge.core.native import _C
+
 __all__ = ["Holds", "DESTINATIONS", "ML_DTYPES", "SUB_BYTE", "WIDE", "markdown_table", "Strides", "ReadOnly",
            "Capsule"]  # fmt: skip
 
@@ -114,6 +116,19 @@ class Holds:
         must start at a multiple of, to be held as it is (1: any address)."""
         need = itemsize if name in self.element_aligned else 1
         return max(need, self.alignment, 1)
+
+    def consumer(self) -> int:
+        """What kind of consumer of lent memory this destination is, for the
+        one lending decision (``_C.lend``): one that says read-only itself
+        (``"keeps"``, or never writes and takes a versioned capsule or a
+        struct), one that never writes but cannot be told (a legacy capsule:
+        lent through a writable alias), or one that may write and cannot be
+        told (``"writes"``: read-only memory is refused, then copied)."""
+        if self.readonly == "writes":
+            return _C.CONSUMER_UNFLAGGED
+        if self.capsule == "legacy":
+            return _C.CONSUMER_NEVER_WRITES
+        return _C.CONSUMER_FLAGGED
 
     def holds_dtype(self, name: str) -> bool:
         """Whether the destination holds dtype ``name`` (as is or as a view)."""

@@ -332,8 +332,9 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
     if not fixes and not t.is_readonly and not h.always_copies and (h.byte_offset or not t.storage_offset()):
         return _as_is(h.name)  # the common case, without building a plan
     copied = any(f.copies for f in fixes)
-    if t.is_readonly and not copied and not h.always_copies:
-        if h.readonly == "writes":
+    lent = _C.lend(t.is_readonly, h.consumer())
+    if lent not in (_C.LEND_WRITABLE, _C.LEND_READONLY) and not copied and not h.always_copies:
+        if lent == _C.LEND_REFUSED:
             if readonly == "error":
                 raise BufferError(f"convert(readonly='error'): {h.name} writes through the memory it takes and "
                                   "this tensor's memory is read-only")  # fmt: skip
@@ -344,7 +345,7 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
             else:
                 fixes.append(Fix("read-only-share", f"readonly='share': {h.name} may write this read-only memory",
                                  False))  # fmt: skip
-        elif h.capsule == "legacy":
+        else:  # _C.LEND_ALIAS
             fixes.append(Fix("alias", f"{h.name} asks for a legacy capsule, which cannot say read-only; it never "
                                       "writes its arrays, so the memory is lent through a writable alias", False))
     if h.always_copies:
@@ -519,7 +520,7 @@ def _spec(h: Holds) -> dict[str, object]:
         "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
         "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
         "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment, "nd_bool": h.nd_bool,
-        "readonly": h.readonly == "keeps" or (h.readonly == "never-writes" and h.capsule != "legacy"),
+        "consumer": h.consumer(),
         "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
         "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
     }  # fmt: skip

@@ -58,7 +58,7 @@ def _cuda_array_interface(t: Tensor) -> dict[str, Any]:
         "shape": t.shape,
         "typestr": typestr,
         "descr": [("", typestr)],
-        "data": (t.data_ptr(), t.is_readonly),
+        "data": (t.data_ptr(), _C.lend(t.is_readonly, _C.CONSUMER_FLAGGED) == _C.LEND_READONLY),
         "strides": None if t.is_contiguous() else tuple(s * isz for s in t.stride()),
         "stream": stream,
     }

@@ -41,7 +41,7 @@ def _shareable(t: Tensor) -> bool:
     """Whether jax's DLPack import can take ``t``'s memory as it is."""
     _, bits, lanes = t.dtype.dlpack
     return (
-        not t.is_readonly
+        _C.lend(t.is_readonly, _C.CONSUMER_UNFLAGGED) != _C.LEND_REFUSED  # jax's arrays cannot say read-only
         and bits >= 8
         and lanes == 1
         and S.is_non_overlapping_and_dense(t.shape, t.stride())

@@ -173,7 +173,7 @@ def _copy_to_shared(st: UntypedStorage) -> UntypedStorage:
     out = UntypedStorage._new(block.address + offset, src.nbytes, block, shared=True)
     memoryview(out)[:] = src
     if src.readonly:  # a copy of memory lent read-only stays read-only
-        out._adopt(out.data_ptr(), out.nbytes(), block, shared=True, readonly=True)
+        out._make_readonly()
     return out
 
 

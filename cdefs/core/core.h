@@ -104,6 +104,28 @@ StorageObject *bridge_storage_new_import(char *data, int64_t nbytes, int dev_typ
  * to producers, what from_memory stamps on device memory handed over. */
 uintptr_t bridge_current_stream(void);
 uintptr_t bridge_set_current_stream(uintptr_t stream); /* -> the previous one */
+/* The one lending decision: may memory whose read-only bit is `readonly`
+ * be lent, as it is, to a consumer of this kind, and how. Every exporter
+ * asks it (DLPack capsules, the exchange API, the buffer protocol, NumPy's
+ * interfaces, Arrow, __cuda_array_interface__, __jax_array__, convert's
+ * destinations); changing the read-only rule is a change here. */
+enum {
+  BRIDGE_CONSUMER_FLAGGED,      /* says read-only itself: a versioned capsule's flag, NumPy's
+                                   WRITEABLE, a buffer's readonly, the CUDA array interface's data[1] */
+  BRIDGE_CONSUMER_IMMUTABLE,    /* never writes by its format's rules (Arrow's arrays) */
+  BRIDGE_CONSUMER_NEVER_WRITES, /* cannot be told, and never writes (a legacy capsule to a
+                                   destination that only reads) */
+  BRIDGE_CONSUMER_UNFLAGGED,    /* cannot be told, and may write (a legacy capsule, a bare DLTensor) */
+};
+enum {
+  BRIDGE_LEND_REFUSED = -1, /* read-only memory the consumer could write: the caller's BufferError */
+  BRIDGE_LEND_WRITABLE = 0, /* lent writable */
+  BRIDGE_LEND_READONLY = 1, /* lent read-only, and the consumer is told so */
+  BRIDGE_LEND_ALIAS = 2,    /* lent through a writable alias: read-only memory to a consumer that only reads */
+};
+int bridge_lend(int readonly, int consumer);
+/* bridge_lend of a storage's memory: its read-only bit read in one step. */
+int bridge_storage_lend(const StorageObject *s, int consumer);
 /* A new storage over foreign memory (the registered class). */
 StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
                                   PyObject *owner, int readonly);
@@ -262,6 +284,7 @@ int bridge_copy_set_simd(int level);
  * (called by module.c, which joins the layers). */
 int bridge_values_init(PyObject *mod);
 int bridge_geometry_init(PyObject *mod);
+int bridge_storage_init(PyObject *mod);
 int bridge_indexing_init(PyObject *mod);
 int bridge_copy_init(PyObject *mod);
 

@@ -60,6 +60,20 @@ static StorageObject *storage_alloc_object(void) {
   return s;
 }
 
+int bridge_lend(int readonly, int consumer) {
+  if (!readonly) return BRIDGE_LEND_WRITABLE;
+  switch (consumer) {
+    case BRIDGE_CONSUMER_FLAGGED:
+    case BRIDGE_CONSUMER_IMMUTABLE: return BRIDGE_LEND_READONLY;
+    case BRIDGE_CONSUMER_NEVER_WRITES: return BRIDGE_LEND_ALIAS;
+    default: return BRIDGE_LEND_REFUSED;
+  }
+}
+
+int bridge_storage_lend(const StorageObject *s, int consumer) {
+  return bridge_lend(__atomic_load_n(&s->readonly, __ATOMIC_RELAXED), consumer);
+}
+
 StorageObject *bridge_storage_new(char *data, int64_t nbytes, int dev_type, int dev_id,
                                   PyObject *owner, int readonly) {
   StorageObject *s = storage_alloc_object();
@@ -337,7 +351,18 @@ static PyBufferProcs storage_as_buffer = {(getbufferproc)storage_getbuffer,
                                           (releasebufferproc)storage_releasebuffer};
 static PySequenceMethods storage_as_sequence = {.sq_length = (lenfunc)storage_len};
 
+/* The one way a storage becomes read-only (never back): a copy of memory
+ * lent read-only (pickle, shared memory) keeps the promise. */
+static PyObject *storage_make_readonly(StorageObject *self, PyObject *unused) {
+  (void)unused;
+  __atomic_store_n(&self->readonly, 1, __ATOMIC_RELAXED);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef storage_methods[] = {
+    {"_make_readonly", (PyCFunction)storage_make_readonly, METH_NOARGS,
+     "_make_readonly($self, /)\n--\n\nMake this storage read-only, for good: every export after this "
+     "lends it read-only (private)."},
     {"_adopt", (PyCFunction)(void (*)(void))storage_adopt_py, METH_VARARGS | METH_KEYWORDS,
      "_adopt($self, data, nbytes, owner, *, device=(1, 0), readonly=False, resizable=False, "
      "shared=False, filename=None, keep=False)\n--\n\nSet the ownership record; keep=True "
@@ -409,3 +434,37 @@ PyTypeObject BridgeStorage_Type = {
     .tp_as_buffer = &storage_as_buffer,
     .tp_as_sequence = &storage_as_sequence,
 };
+
+/* _C.lend(readonly, consumer): bridge_lend for Python's exporters. */
+static PyObject *py_lend(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "lend(readonly, consumer) takes 2 arguments");
+  int readonly = PyObject_IsTrue(args[0]);
+  long consumer = PyLong_AsLong(args[1]);
+  if (readonly < 0 || (consumer == -1 && PyErr_Occurred())) return NULL;
+  if (consumer < BRIDGE_CONSUMER_FLAGGED || consumer > BRIDGE_CONSUMER_UNFLAGGED)
+    return PyErr_Format(PyExc_ValueError, "lend(): unknown consumer kind %ld", consumer);
+  return PyLong_FromLong(bridge_lend(readonly, (int)consumer));
+}
+
+static PyMethodDef storage_functions[] = {
+    {"lend", (PyCFunction)(void (*)(void))py_lend, METH_FASTCALL,
+     "lend(readonly, consumer, /)\n--\n\nThe one lending decision (cdefs/core/storage.c: bridge_lend): "
+     "may memory with this read-only bit be lent to a consumer of this kind (CONSUMER_FLAGGED, "
+     "CONSUMER_IMMUTABLE, CONSUMER_NEVER_WRITES, CONSUMER_UNFLAGGED)? LEND_WRITABLE, "
+     "LEND_READONLY (the consumer is told), LEND_ALIAS (through a writable alias) or LEND_REFUSED."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bridge_storage_init(PyObject *mod) {
+  if (PyModule_AddIntConstant(mod, "CONSUMER_FLAGGED", BRIDGE_CONSUMER_FLAGGED) < 0 ||
+      PyModule_AddIntConstant(mod, "CONSUMER_IMMUTABLE", BRIDGE_CONSUMER_IMMUTABLE) < 0 ||
+      PyModule_AddIntConstant(mod, "CONSUMER_NEVER_WRITES", BRIDGE_CONSUMER_NEVER_WRITES) < 0 ||
+      PyModule_AddIntConstant(mod, "CONSUMER_UNFLAGGED", BRIDGE_CONSUMER_UNFLAGGED) < 0 ||
+      PyModule_AddIntConstant(mod, "LEND_REFUSED", BRIDGE_LEND_REFUSED) < 0 ||
+      PyModule_AddIntConstant(mod, "LEND_WRITABLE", BRIDGE_LEND_WRITABLE) < 0 ||
+      PyModule_AddIntConstant(mod, "LEND_READONLY", BRIDGE_LEND_READONLY) < 0 ||
+      PyModule_AddIntConstant(mod, "LEND_ALIAS", BRIDGE_LEND_ALIAS) < 0)
+    return -1;
+  return PyModule_AddFunctions(mod, storage_functions);
+}

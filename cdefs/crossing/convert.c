@@ -38,7 +38,7 @@ typedef struct {
   int zero_d;               /* it holds 0-d tensors */
   int max_ndim;             /* -1: no limit */
   int nd_bool;              /* it holds bool tensors of more than one dim */
-  int readonly;             /* it takes read-only memory as it is */
+  int consumer;             /* BRIDGE_CONSUMER_*: what bridge_lend is asked for read-only memory */
   int64_t alignment;        /* 0: none */
   int ndtypes;
   uint32_t dtypes[MAX_DTYPES]; /* code | bits << 8 | lanes << 16 */
@@ -76,7 +76,8 @@ static uint32_t dtype_key(DLDataType t) { return (uint32_t)t.code | (uint32_t)t.
  * ordered; empty tensors; sub-byte values). Never an error. */
 static int holds(const destination *d, const view *v) {
   if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return 0;
-  if (v->readonly && !d->readonly) return 0;
+  int lent = bridge_lend(v->readonly, d->consumer); /* the one lending decision */
+  if (lent != BRIDGE_LEND_WRITABLE && lent != BRIDGE_LEND_READONLY) return 0;
   if (v->ndim == 0 ? !d->zero_d : d->max_ndim >= 0 && v->ndim > d->max_ndim) return 0;
   if (v->byte_offset != 0 && !d->byte_offset) return 0;
   if (!d->nd_bool && v->ndim > 1 && v->dtype.code == kDLBool) return 0;
@@ -403,10 +404,10 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
 
 /* The spec's keys, interned at init: a first call registers its
  * destination, and a lookup by C string would make and hash a str each time. */
-enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_READONLY, K_ALIGNMENT, K_ND_BOOL,
+enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_CONSUMER, K_ALIGNMENT, K_ND_BOOL,
        K_DTYPES, K_ELEMENT_ALIGNED, K_COUNT };
 static const char *const spec_names[K_COUNT] = {"strides",   "negative", "zero",      "byte_offset",
-                                                "zero_d",    "max_ndim", "readonly",  "alignment",
+                                                "zero_d",    "max_ndim", "consumer",  "alignment",
                                                 "nd_bool",   "dtypes",   "element_aligned"};
 static PyObject *spec_keys[K_COUNT];
 
@@ -467,7 +468,7 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   if (flag(spec, K_STRIDES, &d->strides) < 0 || flag(spec, K_NEGATIVE, &d->negative) < 0 ||
       flag(spec, K_ZERO, &d->zero) < 0 || flag(spec, K_BYTE_OFFSET, &d->byte_offset) < 0 ||
       flag(spec, K_ZERO_D, &d->zero_d) < 0 || flag(spec, K_MAX_NDIM, &d->max_ndim) < 0 ||
-      flag(spec, K_READONLY, &d->readonly) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
+      flag(spec, K_CONSUMER, &d->consumer) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
       flag(spec, K_ND_BOOL, &d->nd_bool) < 0)
     goto fail;
   d->alignment = alignment;
@@ -573,7 +574,7 @@ static PyMethodDef crossing_functions[] = {
      "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
      "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict\n"
      "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
-     "byte_offset, zero_d, max_ndim (-1: any), nd_bool, readonly, alignment, dtypes (a tuple of (code,\n"
+     "byte_offset, zero_d, max_ndim (-1: any), nd_bool, consumer (a CONSUMER_* kind), alignment, dtypes (a tuple of (code,\n"
      "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
      "size); spec None: `to` always takes the general path (take is ignored). ValueError/TypeError\n"
      "for a malformed spec."},

@@ -156,7 +156,8 @@ static void *build_over(PyObject *owner, char *data, DLDevice device, DLDataType
 static void *build(StorageObject *st, char *data, DLDataType dtype, int ndim, const int64_t *shape,
                    const int64_t *strides, uint64_t flags, int versioned) {
   DLDevice device = {(DLDeviceType)st->dev_type, st->dev_id};
-  if (st->readonly) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  if (bridge_storage_lend(st, versioned ? BRIDGE_CONSUMER_FLAGGED : BRIDGE_CONSUMER_UNFLAGGED) == BRIDGE_LEND_READONLY)
+    flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   return build_over(bridge_storage_owner(st), data, device, dtype, ndim, shape, strides, flags, versioned);
 }
 
@@ -168,7 +169,7 @@ DLManagedTensorVersioned *bridge_dlpack_build_owned(PyObject *owner, void *data,
 
 void *bridge_dlpack_build(TensorObject *t, uint64_t flags, int versioned) {
   if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
-  if (t->storage->readonly && !versioned) {
+  if (!versioned && bridge_storage_lend(t->storage, BRIDGE_CONSUMER_UNFLAGGED) == BRIDGE_LEND_REFUSED) {
     PyErr_SetString(PyExc_BufferError,
                     "a read-only tensor cannot be exported as a legacy DLPack capsule, which has no "
                     "READ_ONLY flag; ask for max_version >= (1, 0) or export a copy");

@@ -43,7 +43,7 @@ static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
     return -1;
   }
   TensorObject *t = (TensorObject *)obj;
-  if (t->storage->readonly) {
+  if (bridge_storage_lend(t->storage, BRIDGE_CONSUMER_UNFLAGGED) == BRIDGE_LEND_REFUSED) {
     PyErr_SetString(PyExc_BufferError,
                     "a read-only tensor cannot be lent as a bare DLTensor, which has no READ_ONLY "
                     "flag; use managed_tensor_from_py_object_no_sync (or __dlpack__) instead");

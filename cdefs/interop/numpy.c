@@ -49,7 +49,8 @@ static int check_host_export(TensorObject *t, const char *what) {
 static int tensor_getbuffer(TensorObject *t, Py_buffer *view, int flags) {
   view->obj = NULL;
   if (check_host_export(t, "buffer") < 0) return -1;
-  if ((flags & PyBUF_WRITABLE) && t->storage->readonly) {
+  int lent = bridge_storage_lend(t->storage, BRIDGE_CONSUMER_FLAGGED); /* one read of the bit */
+  if ((flags & PyBUF_WRITABLE) && lent == BRIDGE_LEND_READONLY) {
     PyErr_SetString(PyExc_BufferError, "a writable buffer was requested from a read-only tensor");
     return -1;
   }
@@ -86,7 +87,7 @@ static int tensor_getbuffer(TensorObject *t, Py_buffer *view, int flags) {
   view->obj = Py_NewRef(t);
   view->len = (Py_ssize_t)len;
   view->itemsize = t->dtype->itemsize;
-  view->readonly = t->storage->readonly;
+  view->readonly = lent == BRIDGE_LEND_READONLY;
   view->ndim = t->ndim;
   view->format = (flags & PyBUF_FORMAT) ? t->dtype->buffer_format : NULL;
   view->shape = (flags & PyBUF_ND) == PyBUF_ND ? info->dims : NULL;
@@ -158,7 +159,8 @@ static PyObject *tensor_array_struct(TensorObject *t, void *closure) {
   ai->nd = nd;
   ai->typekind = t->dtype->typekind;
   ai->itemsize = t->dtype->itemsize;
-  ai->flags = NPY_ALIGNED | NPY_NOTSWAPPED | (t->storage->readonly ? 0 : NPY_WRITEABLE);
+  ai->flags = NPY_ALIGNED | NPY_NOTSWAPPED |
+              (bridge_storage_lend(t->storage, BRIDGE_CONSUMER_FLAGGED) == BRIDGE_LEND_READONLY ? 0 : NPY_WRITEABLE);
   ai->shape = dims;
   ai->strides = dims + nd;
   ai->data = bridge_tensor_data(t);
@@ -210,7 +212,8 @@ static PyObject *tensor_array_interface(TensorObject *t, void *closure) {
   return Py_BuildValue("{sisNsss[(ss)]sNs(NO)}", "version", 3, "shape", shape, "typestr", typestr,
                        "descr", "", typestr, "strides", strides, "data",
                        PyLong_FromVoidPtr(bridge_tensor_data(t)),
-                       t->storage->readonly ? Py_True : Py_False);
+                       bridge_storage_lend(t->storage, BRIDGE_CONSUMER_FLAGGED) == BRIDGE_LEND_READONLY ? Py_True
+                                                                                                   : Py_False);
 }
 
 PyGetSetDef bridge_numpy_getset[] = {
