@@ -23,7 +23,7 @@ from typing import Literal
 from bridge.core.native import _C
 
 __all__ = ["Holds", "DESTINATIONS", "ML_DTYPES", "SUB_BYTE", "WIDE", "markdown_table", "Strides", "ReadOnly",
-           "Capsule"]  # fmt: skip
+           "Capsule", "Route"]  # fmt: skip
 
 #: Which strides a destination takes as they are: ``"any"`` (any positive
 #: strides, overlapping ones too), ``"compact"`` (a permutation of a dense
@@ -38,6 +38,14 @@ ReadOnly = Literal["keeps", "never-writes", "writes"]
 #: (``max_version`` >= 1: it can carry READ_ONLY), ``"legacy"`` (``"dltensor"``
 #: only), or ``"none"`` (the destination does not take DLPack: Arrow).
 Capsule = Literal["versioned", "legacy", "none"]
+#: How ``convert`` hands a destination a tensor it holds as it is: ``"self"``
+#: (bridge: the tensor itself), ``"dlpack"`` (its ``importer`` called on the
+#: tensor; a dtype of ``dtype_views`` as NumPy's view of the same bytes),
+#: ``"capsule"`` (its importer called on a capsule: it takes no object),
+#: ``"arrow"`` (bridge's Arrow export: a primitive array for 1-d, a
+#: FixedShapeTensorArray for N-d) and ``"arrow-column"`` (its ``result``
+#: type made from that Arrow column: polars' Series).
+Route = Literal["self", "dlpack", "capsule", "arrow", "arrow-column"]
 
 _BASE = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
                    "float16", "float32", "float64"})  # fmt: skip
@@ -110,6 +118,8 @@ class Holds:
     element_aligned: frozenset[str] = frozenset()
     nd_bool: bool = True
     note: str = ""
+    route: Route = "dlpack"
+    wide_setting: tuple[str, str] | None = None  # (module, attribute path): a flag without which no WIDE dtype
 
     def alignment_of(self, name: str, itemsize: int) -> int:
         """The bytes a tensor of dtype ``name`` (``itemsize`` bytes an element)
@@ -150,7 +160,7 @@ def _holds(name: str, module: str, importer: str, result: str, types: tuple[str,
 _TABLE = (
     _holds("bridge", "bridge", "bridge.from_dlpack", "bridge.Tensor", ("bridge.Tensor",),
            readonly="keeps", devices=_CPU_CUDA, dtypes=_EVERY,
-           note="every layout and dtype; read-only memory stays read-only"),
+           route="self", note="every layout and dtype; read-only memory stays read-only"),
     _holds("numpy", "numpy", "numpy.from_dlpack", "numpy.ndarray", ("numpy.ndarray",),
            readonly="keeps", dtypes=_BASE | _COMPLEX, dtype_views=ML_DTYPES,
            note="refuses bfloat16, float8/6/4 (RuntimeError): viewed through ml_dtypes instead"),
@@ -164,7 +174,7 @@ _TABLE = (
            strides="compact", negative_strides=False, zero_strides=False, alignment=64,
            readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,
            dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_ALL,
-           note="refuses non-compact strides; copies views not 64-byte aligned; asks for legacy "
+           wide_setting=("jax", "config.jax_enable_x64"), note="refuses non-compact strides; copies views not 64-byte aligned; asks for legacy "
                 "capsules only; 64-bit dtypes only with jax_enable_x64 (else int64 arrives as int32)"),
     _holds("paddle", "paddle", "paddle.from_dlpack", "paddle.Tensor", ("paddle.Tensor",),
            negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
@@ -186,20 +196,20 @@ _TABLE = (
     _holds("pyarrow", "pyarrow", "bridge.arrow.to_array / to_fixed_shape_tensor", "pyarrow.Array",
            ("pyarrow.Array",), strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False,
            readonly="keeps", capsule="none", dtypes=_BASE, element_aligned=_BASE, nd_bool=False,
-           note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch; not bool, "
+           route="arrow", note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch; not bool, "
                 "whose arrow.bool8 values pyarrow's tensor API refuses); Arrow data is immutable and aligned "
                 "to its item size"),
     _holds("polars", "polars", "polars.Series over bridge.arrow.to_array", "polars.Series", ("polars.Series",),
            strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False, max_ndim=2,
            zero_width=False, readonly="never-writes", capsule="none", dtypes=_BASE - {"bool"},
            element_aligned=_BASE - {"bool"},
-           note="1-d as a Series, 2-d as an Array column; booleans are bits in polars (no bool); its Arrow "
+           route="arrow-column", note="1-d as a Series, 2-d as an Array column; booleans are bits in polars (no bool); its Arrow "
                 "import panics on rows of zero elements"),
     _holds("tensorflow", "tensorflow", "tensorflow.experimental.dlpack.from_dlpack", "tensorflow.Tensor",
            ("tensorflow.Tensor",), strides="contiguous", negative_strides=False, zero_strides=False,
            alignment=64, readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,
            dtypes=_BASE | _COMPLEX | {"bfloat16"},
-           note="refuses strides (InvalidArgumentError); takes legacy capsules only; aborts later on "
+           route="capsule", note="refuses strides (InvalidArgumentError); takes legacy capsules only; aborts later on "
                 "unaligned memory"),
     _holds("cupy", "cupy", "cupy.from_dlpack", "cupy.ndarray", ("cupy.ndarray",),
            devices=frozenset({"cuda"}), dtypes=_BASE | _COMPLEX,

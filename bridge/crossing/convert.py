@@ -306,7 +306,8 @@ def _dtype_fix(t: Tensor, h: Holds) -> Fix | None:
     if name in h.dtype_views:
         return Fix("dtype-view", f"{h.name}'s DLPack import refuses {name}: the same bytes are viewed as "
                                  f"ml_dtypes' {name}", False)  # fmt: skip
-    hint = " (it holds 64-bit dtypes only with jax_enable_x64 set)" if h.name == "jax" and name in (
+    setting = h.wide_setting
+    hint = f" (it holds 64-bit dtypes only with {setting[1].rpartition('.')[2]} set)" if setting and name in (
         "int64", "uint64", "float64", "complex128") else ""  # fmt: skip
     raise BufferError(f"convert(): {h.name} cannot hold {name}{hint}; convert x.to(a dtype it holds) instead")
 
@@ -495,12 +496,12 @@ def _register(to: object, h: Holds) -> None:
     if h.always_copies or "cpu" not in h.devices:
         _C.convert_register(to, None, None)
         return
-    if h.name == "jax":
+    if h.wide_setting is not None:
         h = narrowed(h)
     spec = _SPECS.get(h.name)
     if spec is None or spec["holds"] is not h:
         spec = _SPECS[h.name] = _spec(h)
-    if h.name == "bridge":
+    if h.route == "self":
         _C.convert_register(to, None, spec)
         return
     api = getattr(resolve_type(h), "__dlpack_c_exchange_api__", None) if h.capsule == "versioned" else None
@@ -510,7 +511,8 @@ def _register(to: object, h: Holds) -> None:
             return
         except ValueError:  # an API without managed_tensor_to_py_object_no_sync
             pass
-    _C.convert_register(to, np.ndarray if h.name == "numpy" else taker(h), spec)
+    result = resolve_type(h)
+    _C.convert_register(to, np.ndarray if result is np.ndarray else taker(h), spec)
 
 
 def _spec(h: Holds) -> dict[str, object]:
@@ -530,7 +532,7 @@ def _spec(h: Holds) -> dict[str, object]:
 # microseconds once): the first convert() into a destination then only
 # looks its importer up, and costs little more than a later one.
 _SPECS: dict[str, dict[str, object]] = {
-    name: _spec(narrowed(h) if name == "jax" else h) for name, h in DESTINATIONS.items()
+    name: _spec(narrowed(h) if h.wide_setting is not None else h) for name, h in DESTINATIONS.items()
 }
 
 

@@ -60,11 +60,24 @@ def _by_name(name: str) -> Holds:
 
 
 def _dotted(path: str) -> object:
-    module, _, attr = path.rpartition(".")
-    obj: object = sys.modules.get(module) or importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    """The object a dotted path names: the longest importable module prefix
+    (``onnxruntime`` of ``onnxruntime.OrtValue.from_dlpack``), then attributes.
+    ImportError or AttributeError when it names nothing here."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:cut])
+        obj: object = sys.modules.get(name)
+        if obj is None:
+            try:
+                obj = importlib.import_module(name)
+            except ImportError:
+                if cut == 1:
+                    raise
+                continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(f"no module in {path!r}")
 
 
 def _by_type(to: type) -> Holds:
@@ -108,12 +121,15 @@ def resolve(to: object) -> Holds:
 
 
 def current(h: Holds) -> Holds:
-    """``h`` as its library is configured now: jax without
-    ``jax_enable_x64`` holds no 64-bit dtype (it would narrow int64 to int32)."""
-    if h.name == "jax":
-        import jax
-
-        if not jax.config.jax_enable_x64:
+    """``h`` as its library is configured now: a destination with a
+    ``wide_setting`` that is off holds no 64-bit dtype (jax without
+    ``jax_enable_x64`` would narrow int64 to int32)."""
+    if h.wide_setting is not None:
+        module, path = h.wide_setting
+        value: object = sys.modules.get(module) or importlib.import_module(module)
+        for part in path.split("."):
+            value = getattr(value, part)
+        if not value:
             return narrowed(h)
     return h
 
@@ -159,62 +175,39 @@ def resolve_type(h: Holds) -> object:
 _TAKERS: dict[str, Callable[[Tensor], object]] = {}
 
 
-def _typed(fn: Any) -> Callable[[Tensor], object]:
-    """A library's import function, typed as what it is here."""
-    out: Callable[[Tensor], object] = fn
-    return out
-
-
 def _taker(h: Holds) -> Callable[[Tensor], object]:
-    name = h.name
-    if name == "bridge":
+    """The destination's import, from its record: ``h.route`` says how a
+    tensor is handed over, ``h.importer`` (or ``h.result``) names what takes it."""
+    if h.route == "self":
         return lambda t: t
-    if name == "numpy":
-        import numpy as np
+    if h.route == "arrow":
+        return _arrow_column
+    if h.route == "arrow-column":
+        make = _resolved(h.result)
 
-        views = h.dtype_views
-        # the ml_dtypes dtype over the same bytes where NumPy's DLPack refuses the type
-        return lambda t: t.numpy() if t.dtype.name in views else np.from_dlpack(t)
-    if name == "torch":
-        import torch
-
-        return _typed(torch.from_dlpack)
-    if name == "jax":
-        import jax.dlpack
-
-        return _typed(jax.dlpack.from_dlpack)
-    if name == "paddle":
-        import paddle
-
-        return _typed(paddle.from_dlpack)
-    if name == "tvm_ffi":
-        import tvm_ffi
-
-        return _typed(tvm_ffi.from_dlpack)
-    if name == "mlx":
-        import mlx.core as mx
-
-        return _typed(mx.from_dlpack)
-    if name == "onnxruntime":
-        import onnxruntime as ort
-
-        return _typed(ort.OrtValue.from_dlpack)
-    if name == "pyarrow":
-        return lambda t: arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t)
-    if name == "polars":
-        import polars as pl
-
-        def to_polars(t: Tensor) -> object:
+        def column_of(t: Tensor) -> object:
             column: Any = arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t).storage
-            return pl.Series(column)
+            return make(column)
 
-        return to_polars
-    if name == "tensorflow":
-        import tensorflow as tf
+        return column_of
+    importer = _resolved(h.importer)
+    if h.route == "capsule":  # it takes a capsule, not an object
+        legacy = h.capsule == "legacy"
+        return lambda t: importer(t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 3)))
+    views = h.dtype_views
+    if views:  # the dtypes its DLPack import refuses, as NumPy's view of the same bytes
+        return lambda t: t.numpy() if t.dtype.name in views else importer(t)
+    return importer
 
-        return lambda t: tf.experimental.dlpack.from_dlpack(t.__dlpack__())  # it takes only a legacy capsule
-    if name == "cupy":
-        import cupy
 
-        return _typed(cupy.from_dlpack)
-    raise ValueError(f"convert(): no import for destination {name!r}")  # a record without a route
+def _arrow_column(t: Tensor) -> object:
+    """bridge's Arrow export: a primitive array for 1-d, a FixedShapeTensorArray for N-d."""
+    return arrow.to_array(t) if t.ndim == 1 else arrow.to_fixed_shape_tensor(t)
+
+
+def _resolved(path: str) -> Callable[[Any], object]:
+    """The callable a record names by its dotted path (importing its library)."""
+    fn: Callable[[Any], object] = _dotted(path)  # type: ignore[assignment]
+    if not callable(fn):
+        raise ValueError(f"convert(): {path} is not callable")
+    return fn
