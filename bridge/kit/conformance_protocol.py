@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.core.native import _drivers
+from bridge.core.native import _C, _drivers
 from bridge.core.strides import compact_strides, extent
 from bridge.kit.capsules import (
     DEVICE_TYPES,
@@ -509,7 +509,8 @@ def _r_read_only(s: Subject) -> Outcome:
         return NOT_APPLICABLE, "no versioned capsule, so no flags (see capsule-name-versioned)"
     flag = bool(view.flags & FLAG_READ_ONLY)
     state = "read-only" if s.readonly else "writable"
-    if flag == s.readonly:
+    # what bridge's one lending decision gives a consumer that is told (a versioned capsule)
+    if flag == (_C.lend(s.readonly, _C.CONSUMER_FLAGGED) == _C.LEND_READONLY):
         return (
             PASSED,
             f"source {state}, READ_ONLY {'set' if flag else 'clear'} (flags={view.flags})",
@@ -530,7 +531,7 @@ def _r_read_only_legacy(s: Subject) -> Outcome:
             NOT_APPLICABLE,
             "the source reports no read-only state (no flags.writeable/is_readonly)",
         )
-    if not s.readonly:
+    if _C.lend(s.readonly, _C.CONSUMER_UNFLAGGED) != _C.LEND_REFUSED:  # a legacy capsule cannot be told
         return NOT_APPLICABLE, "the source is writable"
     _, err = call_dlpack(s.fresh())
     if err is None:
