@@ -226,6 +226,25 @@ def buffer_export(obj: Any, /) -> tuple[Any, int, bool]: ...
 # bridge.convert's fast path (cdefs/crossing/convert.c); typed for users by bridge.crossing.convert.
 def convert(obj: object, to: object, /, *, copy: bool | None = ..., readonly: str = ...) -> object: ...
 def convert_register(to: object, take: object, spec: dict[str, Any] | None, /) -> None: ...
+def convert_record(spec: dict[str, Any], /) -> object: ...
+def convert_judge(record: object, tensor: TensorBase, /) -> int: ...
+
+JUDGE_ZERO_D: int
+JUDGE_NDIM: int
+JUDGE_ND_BOOL: int
+JUDGE_ZERO_WIDTH: int
+JUDGE_DEVICE: int
+JUDGE_DTYPE: int
+JUDGE_DTYPE_VIEW: int
+JUDGE_NEGATIVE: int
+JUDGE_ZERO_STRIDE: int
+JUDGE_NOT_CONTIGUOUS: int
+JUDGE_NOT_COMPACT: int
+JUDGE_ALIGNMENT: int
+JUDGE_READONLY: int
+JUDGE_ALIAS: int
+JUDGE_OFFSET: int
+
 def convert_forget() -> None: ...
 def convert_registered(to: object, /) -> bool: ...
 @overload

@@ -261,33 +261,39 @@ def _import(obj: object) -> Tensor:
 # ------------------------------------------------------------------ planning
 
 
-def _layout_problem(t: Tensor, h: Holds) -> str:
-    """Why ``h`` cannot hold ``t``'s strides ("" when it can)."""
-    if t.is_contiguous() and (h.strides != "contiguous" or t.numel()):
-        return ""  # row-major: no negative or zero stride on a dim of more than one element
-    live = [(n, s) for n, s in zip(t.shape, t.stride()) if n > 1]
-    if not h.negative_strides and any(s < 0 for _, s in live):
+def _judged(t: Tensor, h: Holds) -> int:
+    """The one judgement of ``h`` (C's ``convert_judge``, which the fast path
+    also asks): the ``_C.JUDGE_*`` bits of every reason ``h`` does not hold
+    ``t`` as it is."""
+    spec = _SPECS.get(h.name)
+    if spec is None or spec["holds"] is not h:
+        spec = _SPECS[h.name] = _spec(h)
+    return _C.convert_judge(spec["record"], t)
+
+
+def _layout_problem(t: Tensor, h: Holds, why: int) -> str:
+    """Why ``h`` cannot hold ``t``'s strides, in words ("" when it can)."""
+    if why & _C.JUDGE_NEGATIVE:
         return f"{h.name} cannot hold negative strides {t.stride()}"
-    if not h.zero_strides and any(s == 0 for _, s in live):
+    if why & _C.JUDGE_ZERO_STRIDE:
         return f"{h.name} cannot hold zero strides {t.stride()} (a broadcast view)"
-    empty_but_strided = t.numel() == 0 and t.stride() != _C.contiguous_strides(t.shape)
-    if h.strides == "contiguous" and (not t.is_contiguous() or empty_but_strided):
+    if why & _C.JUDGE_NOT_CONTIGUOUS:
         return f"{h.name} holds only row-major (contiguous) tensors, not strides {t.stride()}"
-    if h.strides == "compact" and not _C.is_non_overlapping_and_dense(t.shape, t.stride()):
+    if why & _C.JUDGE_NOT_COMPACT:
         return f"{h.name} holds only compact tensors (a permutation of dense memory), not strides {t.stride()}"
     return ""
 
 
-def _refuse_shape(t: Tensor, h: Holds) -> None:
-    if t.ndim == 0 and not h.zero_d:
+def _refuse_shape(t: Tensor, h: Holds, why: int) -> None:
+    if why & _C.JUDGE_ZERO_D:
         raise BufferError(f"convert(): {h.name} cannot hold a 0-d tensor (reshape(1) it)")
-    if h.max_ndim is not None and t.ndim > h.max_ndim:
+    if why & _C.JUDGE_NDIM:
         raise BufferError(f"convert(): {h.name} holds at most {h.max_ndim} dims, got a {t.ndim}-d tensor")
-    if not h.nd_bool and t.ndim > 1 and t.dtype.name == "bool":
+    if why & _C.JUDGE_ND_BOOL:
         raise BufferError(f"convert(): {h.name} holds bool tensors of one dim only, got a {t.ndim}-d one")
-    if not h.zero_width and t.ndim > 1 and 0 in t.shape[1:]:
+    if why & _C.JUDGE_ZERO_WIDTH:
         raise BufferError(f"convert(): {h.name} cannot hold rows of no elements (shape {tuple(t.shape)})")
-    if t.device.type not in h.devices and not _reachable(t, h):
+    if why & _C.JUDGE_DEVICE and not _reachable(t, h):
         raise BufferError(f"convert(): {h.name} holds {', '.join(sorted(h.devices))} memory; this tensor is on "
                           f"{t.device} and bridge does not copy between them")  # fmt: skip
 
@@ -299,13 +305,13 @@ def _reachable(t: Tensor, h: Holds) -> bool:
     return target in h.devices and bool(lib.bridge_device_copyable(t.device.to_dlpack()[0], device(target).to_dlpack()[0]))
 
 
-def _dtype_fix(t: Tensor, h: Holds) -> Fix | None:
+def _dtype_fix(t: Tensor, h: Holds, why: int) -> Fix | None:
     name = t.dtype.name
-    if name in h.dtypes:
-        return None
-    if name in h.dtype_views:
+    if why & _C.JUDGE_DTYPE_VIEW:
         return Fix("dtype-view", f"{h.name}'s DLPack import refuses {name}: the same bytes are viewed as "
                                  f"ml_dtypes' {name}", False)  # fmt: skip
+    if not why & _C.JUDGE_DTYPE:
+        return None
     setting = h.wide_setting
     hint = f" (it holds 64-bit dtypes only with {setting[1].rpartition('.')[2]} set)" if setting and name in (
         "int64", "uint64", "float64", "complex128") else ""  # fmt: skip
@@ -313,29 +319,29 @@ def _dtype_fix(t: Tensor, h: Holds) -> Fix | None:
 
 
 def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> Plan:
-    _refuse_shape(t, h)
+    why = _judged(t, h)
+    _refuse_shape(t, h, why)
     fixes: list[Fix] = []
-    view = _dtype_fix(t, h)
+    view = _dtype_fix(t, h, why)
     if view is not None:
         fixes.append(view)
     if copy and not h.always_copies:  # (the destination's own copy is the one asked for)
         fixes.append(Fix("requested", "copy=True asks for a copy", True))
-    if t.device.type not in h.devices:
+    if why & _C.JUDGE_DEVICE:
         fixes.append(Fix("device", f"{h.name} holds {', '.join(sorted(h.devices))} memory, not {t.device}", True))
-    layout = _layout_problem(t, h)
+    layout = _layout_problem(t, h, why)
     if layout:  # (a zero-size tensor has no bytes to share: re-laying it out copies nothing)
         fixes.append(Fix("layout", layout, t.numel() > 0))
-    align = h.alignment_of(t.dtype.name, t.itemsize)
-    if align > 1 and t.numel() and t.data_ptr() % align:
+    if why & _C.JUDGE_ALIGNMENT:
+        align = h.alignment_of(t.dtype.name, t.itemsize)
         whole = f" (whole {t.dtype.name} elements)" if align > h.alignment else ""
         fixes.append(Fix("alignment", f"{h.name} needs its data {align}-byte aligned{whole}; this view starts at "
                                       f"{t.data_ptr() % align} bytes past a boundary", True))  # fmt: skip
-    if not fixes and not t.is_readonly and not h.always_copies and (h.byte_offset or not t.storage_offset()):
+    if not fixes and not why and not h.always_copies:
         return _as_is(h.name)  # the common case, without building a plan
     copied = any(f.copies for f in fixes)
-    lent = _C.lend(t.is_readonly, h.consumer())
-    if lent not in (_C.LEND_WRITABLE, _C.LEND_READONLY) and not copied and not h.always_copies:
-        if lent == _C.LEND_REFUSED:
+    if why & (_C.JUDGE_READONLY | _C.JUDGE_ALIAS) and not copied and not h.always_copies:
+        if why & _C.JUDGE_READONLY:
             if readonly == "error":
                 raise BufferError(f"convert(readonly='error'): {h.name} writes through the memory it takes and "
                                   "this tensor's memory is read-only")  # fmt: skip
@@ -346,12 +352,12 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
             else:
                 fixes.append(Fix("read-only-share", f"readonly='share': {h.name} may write this read-only memory",
                                  False))  # fmt: skip
-        else:  # _C.LEND_ALIAS
+        else:
             fixes.append(Fix("alias", f"{h.name} asks for a legacy capsule, which cannot say read-only; it never "
                                       "writes its arrays, so the memory is lent through a writable alias", False))
     if h.always_copies:
         fixes.append(Fix("destination", f"{h.name} copies every import", True))
-    elif not copied and not h.byte_offset and t.storage_offset():
+    elif not copied and why & _C.JUDGE_OFFSET:
         fixes.append(Fix("offset", f"{h.name} ignores DLPack's byte_offset: the view's offset is folded into "
                                    "the data pointer", False))  # fmt: skip
     return Plan(h.name, tuple(fixes))
@@ -516,16 +522,22 @@ def _register(to: object, h: Holds) -> None:
 
 
 def _spec(h: Holds) -> dict[str, object]:
-    """What the fast path's record of ``h`` holds (``_C.convert_register``'s spec)."""
-    return {
+    """What the fast path's record of ``h`` holds (``_C.convert_register``'s
+    spec), and that record made once (``"record"``), which the general path
+    judges against."""
+    spec: dict[str, object] = {
         "holds": h,
         "strides": ("any", "compact", "contiguous").index(h.strides), "negative": h.negative_strides,
         "zero": h.zero_strides, "byte_offset": h.byte_offset, "zero_d": h.zero_d,
         "max_ndim": -1 if h.max_ndim is None else h.max_ndim, "alignment": h.alignment, "nd_bool": h.nd_bool,
-        "consumer": h.consumer(),
+        "consumer": h.consumer(), "zero_width": h.zero_width,
+        "devices": tuple(device(name).to_dlpack()[0] for name in sorted(h.devices)),
         "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
+        "dtype_views": tuple(get_dtype(name).dlpack for name in sorted(h.dtype_views - h.dtypes)),
         "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
     }  # fmt: skip
+    spec["record"] = _C.convert_record(spec)  # what convert_judge judges against
+    return spec
 
 
 # Every destination's spec, made when bridge is imported (a few hundred

@@ -22,8 +22,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY };
+enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY, TAKE_NONE /* a record judged, never taken */ };
 enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
+#define MAX_DEVICE_KINDS 32
+
+/* Why a destination does not hold a tensor as it is: the one judgement
+ * (judge), as data. The fast path takes a tensor only when there is no
+ * reason; the general path (bridge.crossing.convert._plan) words each reason
+ * and makes its fix. Keep in step with _C.JUDGE_* (py_convert_judge). */
+enum {
+  J_ZERO_D = 1 << 0,         /* a 0-d tensor, and it holds none */
+  J_NDIM = 1 << 1,           /* more dims than it holds */
+  J_ND_BOOL = 1 << 2,        /* a bool tensor of more than one dim, and it holds none */
+  J_ZERO_WIDTH = 1 << 3,     /* rows of no elements, and it holds none */
+  J_DEVICE = 1 << 4,         /* memory on a device it does not hold */
+  J_DTYPE = 1 << 5,          /* a dtype it does not hold */
+  J_DTYPE_VIEW = 1 << 6,     /* a dtype it holds through NumPy's view of the same bytes */
+  J_NEGATIVE = 1 << 7,       /* a negative stride, and it holds none */
+  J_ZERO_STRIDE = 1 << 8,    /* a zero stride (a broadcast), and it holds none */
+  J_NOT_CONTIGUOUS = 1 << 9, /* not row-major, and it holds only row-major */
+  J_NOT_COMPACT = 1 << 10,   /* not a permutation of dense memory, and it holds only those */
+  J_ALIGNMENT = 1 << 11,     /* its first element not at the alignment it needs */
+  J_READONLY = 1 << 12,      /* read-only memory it could write (bridge_lend refuses) */
+  J_ALIAS = 1 << 13,         /* read-only memory lent through a writable alias (bridge_lend) */
+  J_OFFSET = 1 << 14,        /* an offset, and it ignores DLPack's byte_offset */
+  /* not reasons, what the fast path also needs to know (never shown to Python): */
+  J_EMPTY = 1 << 30,         /* no elements */
+  J_STRIDED = 1u << 31,      /* not row-major (judged only for records that hold some strides only) */
+};
 #define MAX_DTYPES 64
 
 /* One destination, as the general path's record says it holds memory
@@ -38,6 +64,11 @@ typedef struct {
   int zero_d;               /* it holds 0-d tensors */
   int max_ndim;             /* -1: no limit */
   int nd_bool;              /* it holds bool tensors of more than one dim */
+  int zero_width;           /* it holds N-d tensors whose rows have no elements */
+  int ndevices;
+  int devices[MAX_DEVICE_KINDS]; /* the DLPack device types it holds */
+  int nviews;
+  uint32_t dtype_views[MAX_DTYPES]; /* dtypes it holds through NumPy's view of the same bytes */
   int consumer;             /* BRIDGE_CONSUMER_*: what bridge_lend is asked for read-only memory */
   int64_t alignment;        /* 0: none */
   int ndtypes;
@@ -67,41 +98,92 @@ typedef struct {
   int ndim;
   const int64_t *shape, *strides; /* strides NULL: row-major */
   int readonly;
+  int64_t elements_in;      /* a bridge tensor's offset into its storage (elements); 0 otherwise */
 } view;
 
 static uint32_t dtype_key(DLDataType t) { return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16; }
 
-/* 1 when `d` holds `v` as it is; 0 when the general path must look (a fix,
- * or a case the record leaves to it: device memory, where streams are
- * ordered; empty tensors; sub-byte values). Never an error. */
+static int dtype_index(const uint32_t *keys, int n, uint32_t key) {
+  int i = 0;
+  while (i < n && keys[i] != key) i++;
+  return i;
+}
+
+/* Every reason `d` does not hold `v` as it is (J_*), 0 for none: the one
+ * judgement of a destination. `v` has strides (row-major ones filled in). */
+static uint32_t judge(const destination *d, const view *v, int offset_counts) {
+  uint32_t why = 0;
+  int nd = v->ndim;
+  if (nd == 0 && !d->zero_d) why |= J_ZERO_D;
+  if (d->max_ndim >= 0 && nd > d->max_ndim) why |= J_NDIM;
+  if (!d->nd_bool && nd > 1 && v->dtype.code == kDLBool) why |= J_ND_BOOL;
+  int numel = 1; /* 0: no elements (whether there are any is all that is asked) */
+  for (int k = 0; k < nd; k++) {
+    if (v->shape[k] != 0) continue;
+    numel = 0;
+    if (k > 0 && !d->zero_width) why |= J_ZERO_WIDTH;
+  }
+  int on = 0;
+  for (int i = 0; i < d->ndevices; i++) on |= d->devices[i] == (int)v->device.device_type;
+  if (!on) why |= J_DEVICE;
+  uint32_t key = dtype_key(v->dtype);
+  int i = dtype_index(d->dtypes, d->ndtypes, key);
+  if (i == d->ndtypes) why |= dtype_index(d->dtype_views, d->nviews, key) < d->nviews ? J_DTYPE_VIEW : J_DTYPE;
+  /* the layout: row-major needs nothing (but an empty tensor's strides, for a row-major-only
+   * record); a record of any strides asks only about negative and zero ones, which a row-major
+   * tensor has on no dim of more than one element */
+  if (numel == 0) why |= J_EMPTY;
+  if (v->strides == NULL) {
+    /* row-major: nothing to say (an empty one's strides are the row-major ones) */
+  } else if (d->strides == STRIDES_ANY) {
+    for (int k = 0; numel != 0 && k < nd && !(d->negative && d->zero); k++) { /* empty: contiguous */
+      if (v->shape[k] <= 1) continue;
+      if (v->strides[k] < 0 && !d->negative) why |= J_NEGATIVE;
+      if (v->strides[k] == 0 && !d->zero) why |= J_ZERO_STRIDE;
+    }
+  } else {
+    int contiguous = bridge_is_contiguous(nd, v->shape, v->strides);
+    if (!contiguous) why |= J_STRIDED;
+    if (!contiguous || (numel == 0 && d->strides == STRIDES_CONTIGUOUS)) {
+      for (int k = 0; k < nd; k++) {
+        if (v->shape[k] <= 1) continue;
+        if (v->strides[k] < 0 && !d->negative) why |= J_NEGATIVE;
+        if (v->strides[k] == 0 && !d->zero) why |= J_ZERO_STRIDE;
+      }
+      int strided = !contiguous;
+      if (!strided) { /* empty: its strides must still be the row-major ones */
+        int64_t rowmajor[BRIDGE_MAX_NDIM];
+        strided = bridge_contiguous_strides(nd, v->shape, rowmajor) < 0;
+        for (int k = 0; !strided && k < nd; k++) strided = v->strides[k] != rowmajor[k];
+      }
+      if (d->strides == STRIDES_CONTIGUOUS && strided) why |= J_NOT_CONTIGUOUS;
+      if (d->strides == STRIDES_COMPACT && !bridge_is_non_overlapping_and_dense(nd, v->shape, v->strides))
+        why |= J_NOT_COMPACT;
+    }
+  }
+  int64_t itemsize = (int64_t)((v->dtype.bits * (v->dtype.lanes ? v->dtype.lanes : 1) + 7) / 8);
+  int64_t align = i < d->ndtypes && d->element_aligned[i] ? itemsize : 1;
+  if (d->alignment > align) align = d->alignment;
+  if (align > 1 && numel && (uintptr_t)v->data % (uint64_t)align) why |= J_ALIGNMENT;
+  if (v->readonly) { /* the one lending decision (writable memory is lent as it is) */
+    int lent = bridge_lend(1, d->consumer);
+    if (lent == BRIDGE_LEND_REFUSED) why |= J_READONLY;
+    if (lent == BRIDGE_LEND_ALIAS) why |= J_ALIAS;
+  }
+  if (!d->byte_offset && (v->byte_offset || (offset_counts && v->elements_in))) why |= J_OFFSET;
+  return why;
+}
+
+/* 1 when `d` holds `v` as it is and the fast path takes it; 0 when the
+ * general path must look: a reason (judge), or a case the fast path leaves
+ * to it (device memory, where streams are ordered; empty tensors; sub-byte
+ * values; strides other than row-major for a record that holds only some).
+ * A bridge tensor's offset is folded into the pointer it exports (no
+ * reason here). Never an error. */
 static int holds(const destination *d, const view *v) {
   if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return 0;
-  int lent = bridge_lend(v->readonly, d->consumer); /* the one lending decision */
-  if (lent != BRIDGE_LEND_WRITABLE && lent != BRIDGE_LEND_READONLY) return 0;
-  if (v->ndim == 0 ? !d->zero_d : d->max_ndim >= 0 && v->ndim > d->max_ndim) return 0;
-  if (v->byte_offset != 0 && !d->byte_offset) return 0;
-  if (!d->nd_bool && v->ndim > 1 && v->dtype.code == kDLBool) return 0;
-  if (d->alignment && (uintptr_t)v->data % (uint64_t)d->alignment) return 0;
-  uint32_t key = dtype_key(v->dtype);
-  int i = 0;
-  while (i < d->ndtypes && d->dtypes[i] != key) i++;
-  if (i == d->ndtypes) return 0;
-  if (d->element_aligned[i] && (uintptr_t)v->data % ((uint64_t)v->dtype.bits / 8 * v->dtype.lanes)) return 0;
-  /* row-major, or strides the record takes; a dim of one element has any stride */
-  int64_t expect = 1;
-  int row_major = 1;
-  for (int k = v->ndim - 1; k >= 0; k--) {
-    int64_t n = v->shape[k];
-    if (n == 0) return 0;
-    if (n == 1) continue;
-    int64_t s = v->strides ? v->strides[k] : expect;
-    if (s != expect) {
-      row_major = 0;
-      if (d->strides != STRIDES_ANY || (s < 0 && !d->negative) || (s == 0 && !d->zero)) return 0;
-    }
-    if (__builtin_mul_overflow(expect, n, &expect)) return 0;
-  }
-  return row_major || d->strides == STRIDES_ANY;
+  uint32_t why = judge(d, v, 0);
+  return why == 0; /* J_STRIDED: a compact or row-major-only record's other strides are the general path's */
 }
 
 static void view_of_tensor(TensorObject *t, view *v) {
@@ -117,6 +199,7 @@ static void view_of_tensor(TensorObject *t, view *v) {
   v->shape = t->shape;
   v->strides = t->strides;
   v->readonly = st->readonly;
+  v->elements_in = t->offset;
 }
 
 static void view_of_dl(const DLTensor *dl, uint64_t flags, view *v) {
@@ -128,6 +211,7 @@ static void view_of_dl(const DLTensor *dl, uint64_t flags, view *v) {
   v->shape = dl->shape;
   v->strides = dl->strides;
   v->readonly = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  v->elements_in = 0;
   if (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) v->dtype.lanes = 0; /* the general path's */
 }
 
@@ -405,10 +489,11 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
 /* The spec's keys, interned at init: a first call registers its
  * destination, and a lookup by C string would make and hash a str each time. */
 enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_CONSUMER, K_ALIGNMENT, K_ND_BOOL,
-       K_DTYPES, K_ELEMENT_ALIGNED, K_COUNT };
+       K_DTYPES, K_ELEMENT_ALIGNED, K_ZERO_WIDTH, K_DEVICES, K_DTYPE_VIEWS, K_COUNT };
 static const char *const spec_names[K_COUNT] = {"strides",   "negative", "zero",      "byte_offset",
                                                 "zero_d",    "max_ndim", "consumer",  "alignment",
-                                                "nd_bool",   "dtypes",   "element_aligned"};
+                                                "nd_bool",   "dtypes",   "element_aligned",
+                                                "zero_width", "devices", "dtype_views"};
 static PyObject *spec_keys[K_COUNT];
 
 static PyObject *spec_item(PyObject *spec, int key) {
@@ -456,47 +541,71 @@ static PyObject *remember(PyObject *to, PyObject *record) {
 }
 
 /* convert_register(to, take, spec): see the method's docstring. */
-static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 3 || !(PyDict_Check(args[2]) || args[2] == Py_None))
-    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None)");
-  PyObject *to = args[0], *take = args[1], *spec = args[2];
-  if (spec == Py_None) return remember(to, Py_None); /* always the general path: asked once */
+/* A triple tuple of spec[key] into keys[] (at most MAX_DTYPES); its count, or -1. */
+static int dtype_keys(PyObject *spec, int key, uint32_t *keys) {
+  PyObject *t = spec_item(spec, key);
+  if (t == NULL) return -1;
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_DTYPES) {
+    PyErr_Format(PyExc_ValueError, "convert_register(): spec['%s'] is a tuple of at most 64 triples",
+                 spec_names[key]);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+    if (dtype_of(PyTuple_GET_ITEM(t, i), &keys[i]) < 0) return -1;
+  return (int)PyTuple_GET_SIZE(t);
+}
+
+/* A destination record (take unset) from a spec dict; NULL with an error. */
+static destination *parse_spec(PyObject *spec) {
   destination *d = (destination *)calloc(1, sizeof *d);
-  if (d == NULL) return PyErr_NoMemory();
+  if (d == NULL) return (destination *)PyErr_NoMemory();
   int alignment = 0;
+  uint32_t aligned[MAX_DTYPES];
   if (flag(spec, K_STRIDES, &d->strides) < 0 || flag(spec, K_NEGATIVE, &d->negative) < 0 ||
       flag(spec, K_ZERO, &d->zero) < 0 || flag(spec, K_BYTE_OFFSET, &d->byte_offset) < 0 ||
       flag(spec, K_ZERO_D, &d->zero_d) < 0 || flag(spec, K_MAX_NDIM, &d->max_ndim) < 0 ||
       flag(spec, K_CONSUMER, &d->consumer) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
-      flag(spec, K_ND_BOOL, &d->nd_bool) < 0)
+      flag(spec, K_ND_BOOL, &d->nd_bool) < 0 || flag(spec, K_ZERO_WIDTH, &d->zero_width) < 0)
     goto fail;
   d->alignment = alignment;
-  PyObject *dtypes = spec_item(spec, K_DTYPES); /* a tuple of (code, bits, lanes) */
-  if (dtypes == NULL) goto fail;
-  if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) > MAX_DTYPES) {
-    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['dtypes'] is a tuple of at most 64 triples");
+  int naligned;
+  if ((d->ndtypes = dtype_keys(spec, K_DTYPES, d->dtypes)) < 0 ||
+      (d->nviews = dtype_keys(spec, K_DTYPE_VIEWS, d->dtype_views)) < 0 ||
+      (naligned = dtype_keys(spec, K_ELEMENT_ALIGNED, aligned)) < 0)
     goto fail;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dtypes); i++)
-    if (dtype_of(PyTuple_GET_ITEM(dtypes, i), &d->dtypes[d->ndtypes++]) < 0) goto fail;
-  PyObject *aligned = spec_item(spec, K_ELEMENT_ALIGNED); /* a subset of dtypes */
-  if (aligned == NULL) goto fail;
-  if (!PyTuple_Check(aligned)) {
-    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] is a tuple of triples");
-    goto fail;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(aligned); i++) {
-    uint32_t key;
-    int k = 0;
-    if (dtype_of(PyTuple_GET_ITEM(aligned, i), &key) < 0) goto fail;
-    while (k < d->ndtypes && d->dtypes[k] != key) k++;
+  for (int i = 0; i < naligned; i++) {
+    int k = dtype_index(d->dtypes, d->ndtypes, aligned[i]);
     if (k == d->ndtypes) {
       PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] names a dtype not in dtypes");
       goto fail;
     }
     d->element_aligned[k] = 1;
   }
+  PyObject *devices = spec_item(spec, K_DEVICES); /* a tuple of DLPack device types */
+  if (devices == NULL) goto fail;
+  if (!PyTuple_Check(devices) || PyTuple_GET_SIZE(devices) > MAX_DEVICE_KINDS) {
+    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['devices'] is a tuple of DLPack device types");
+    goto fail;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(devices); i++) {
+    long v = PyLong_AsLong(PyTuple_GET_ITEM(devices, i));
+    if (v == -1 && PyErr_Occurred()) goto fail;
+    d->devices[d->ndevices++] = (int)v;
+  }
+  return d;
+fail:
+  free(d);
+  return NULL;
+}
+
+static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !(PyDict_Check(args[2]) || args[2] == Py_None))
+    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None)");
+  PyObject *to = args[0], *take = args[1], *spec = args[2];
+  if (spec == Py_None) return remember(to, Py_None); /* always the general path: asked once */
+  destination *d = parse_spec(spec);
+  if (d == NULL) return NULL;
   if (take == Py_None) {
     d->take = TAKE_BRIDGE;
   } else if (take == bridge_upcall_peek(UP_NDARRAY)) {
@@ -526,6 +635,31 @@ fail:
   Py_XDECREF(d->keep);
   free(d);
   return NULL;
+}
+
+/* convert_record(spec) -> a capsule of the record (no import): what
+ * convert_judge judges against. */
+static PyObject *py_convert_record(PyObject *mod, PyObject *spec) {
+  (void)mod;
+  if (!PyDict_Check(spec)) return PyErr_Format(PyExc_TypeError, "convert_record(spec: dict)");
+  destination *d = parse_spec(spec);
+  if (d == NULL) return NULL;
+  d->take = TAKE_NONE;
+  PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
+  if (cap == NULL) free(d);
+  return cap;
+}
+
+/* convert_judge(record, tensor) -> the J_* reasons the record does not hold the tensor as it is. */
+static PyObject *py_convert_judge(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2 || !Tensor_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "convert_judge(record, tensor: bridge.Tensor)");
+  const destination *d = (const destination *)PyCapsule_GetPointer(args[0], DEST_NAME);
+  if (d == NULL) return NULL;
+  view v;
+  view_of_tensor((TensorObject *)args[1], &v);
+  return PyLong_FromUnsignedLong(judge(d, &v, 1) & ~(uint32_t)(J_EMPTY | J_STRIDED));
 }
 
 static PyObject *py_convert_forget(PyObject *mod, PyObject *unused) {
@@ -578,6 +712,13 @@ static PyMethodDef crossing_functions[] = {
      "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
      "size); spec None: `to` always takes the general path (take is ignored). ValueError/TypeError\n"
      "for a malformed spec."},
+    {"convert_record", (PyCFunction)py_convert_record, METH_O,
+     "convert_record(spec, /)\n--\n\nA destination's record from its spec (as convert_register takes it), "
+     "for convert_judge (private)."},
+    {"convert_judge", (PyCFunction)(void (*)(void))py_convert_judge, METH_FASTCALL,
+     "convert_judge(record, tensor, /)\n--\n\nThe one judgement of a destination: the JUDGE_* bits of every "
+     "reason the record does not hold the tensor as it is (0: it does). The general path words them "
+     "(private)."},
     {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
      "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
     {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
@@ -596,6 +737,19 @@ int bridge_crossing_init(PyObject *mod) {
     return -1;
   for (int i = 0; i < K_COUNT; i++)
     if (!(spec_keys[i] = PyUnicode_InternFromString(spec_names[i]))) return -1;
+  static const struct {
+    const char *name;
+    int bit;
+  } reasons[] = {{"JUDGE_ZERO_D", J_ZERO_D},         {"JUDGE_NDIM", J_NDIM},
+                 {"JUDGE_ND_BOOL", J_ND_BOOL},       {"JUDGE_ZERO_WIDTH", J_ZERO_WIDTH},
+                 {"JUDGE_DEVICE", J_DEVICE},         {"JUDGE_DTYPE", J_DTYPE},
+                 {"JUDGE_DTYPE_VIEW", J_DTYPE_VIEW}, {"JUDGE_NEGATIVE", J_NEGATIVE},
+                 {"JUDGE_ZERO_STRIDE", J_ZERO_STRIDE}, {"JUDGE_NOT_CONTIGUOUS", J_NOT_CONTIGUOUS},
+                 {"JUDGE_NOT_COMPACT", J_NOT_COMPACT}, {"JUDGE_ALIGNMENT", J_ALIGNMENT},
+                 {"JUDGE_READONLY", J_READONLY},     {"JUDGE_ALIAS", J_ALIAS},
+                 {"JUDGE_OFFSET", J_OFFSET}};
+  for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+    if (PyModule_AddIntConstant(mod, reasons[i].name, reasons[i].bit) < 0) return -1;
   if (!(kwnames_of[1] = PyTuple_Pack(1, str_copy_kw)) || !(kwnames_of[2] = PyTuple_Pack(1, str_readonly_kw)) ||
       !(kwnames_of[3] = PyTuple_Pack(2, str_copy_kw, str_readonly_kw)))
     return -1;
