@@ -84,3 +84,39 @@ def test_a_storage_becomes_read_only_through_one_method_for_good() -> None:
     assert s.is_readonly
     back = pickle.loads(pickle.dumps(s, protocol=5))
     assert back.is_readonly  # a copy of read-only memory stays read-only
+
+
+def test_making_a_storage_read_only_while_threads_export_it() -> None:
+    """Real threads export a tensor (NumPy's interface, buffers, versioned
+    capsules) while another makes its storage read-only: every export made
+    after the flip is read-only, none fails, and the memory stays the same."""
+    import threading
+
+    t = bridge.arange(1024.0)
+    ptr = t.data_ptr()
+    flipped = threading.Event()
+    errors: list[BaseException] = []
+    late_writable: list[str] = []
+
+    def export() -> None:
+        try:
+            for _ in range(2000):
+                after = flipped.is_set()  # read before the export: a later export must see the flip
+                a = np.asarray(t)
+                m = memoryview(t)
+                c = np.from_dlpack(t)
+                assert a.ctypes.data == ptr and c.ctypes.data == ptr
+                if after and (a.flags.writeable or not m.readonly or c.flags.writeable):
+                    late_writable.append(f"{a.flags.writeable} {m.readonly} {c.flags.writeable}")
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=export) for _ in range(4)]
+    for th in threads:
+        th.start()
+    t.untyped_storage()._make_readonly()
+    flipped.set()
+    for th in threads:
+        th.join()
+    assert not errors and not late_writable, (errors, late_writable[:3])
+    assert t.is_readonly and not np.asarray(t).flags.writeable
