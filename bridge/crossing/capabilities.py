@@ -133,9 +133,13 @@ class Holds:
         (``"keeps"``, or never writes and takes a versioned capsule or a
         struct), one that never writes but cannot be told (a legacy capsule:
         lent through a writable alias), or one that may write and cannot be
-        told (``"writes"``: read-only memory is refused, then copied)."""
+        told (``"writes"``: read-only memory is refused, then copied). A
+        destination reached through Arrow (``route``) never writes by Arrow's
+        rules (its buffers are immutable to both sides)."""
         if self.readonly == "writes":
             return _C.CONSUMER_UNFLAGGED
+        if self.route in ("arrow", "arrow-column"):
+            return _C.CONSUMER_IMMUTABLE
         if self.capsule == "legacy":
             return _C.CONSUMER_NEVER_WRITES
         return _C.CONSUMER_FLAGGED

@@ -24,7 +24,7 @@
 
 enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY, TAKE_NONE /* a record judged, never taken */ };
 enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
-#define MAX_DEVICE_KINDS 32
+#define MAX_DEVICE_KINDS 64 /* a bit each in destination.devices */
 
 /* Why a destination does not hold a tensor as it is: the one judgement
  * (judge), as data. The fast path takes a tensor only when there is no
@@ -65,8 +65,7 @@ typedef struct {
   int max_ndim;             /* -1: no limit */
   int nd_bool;              /* it holds bool tensors of more than one dim */
   int zero_width;           /* it holds N-d tensors whose rows have no elements */
-  int ndevices;
-  int devices[MAX_DEVICE_KINDS]; /* the DLPack device types it holds */
+  uint64_t devices;          /* bit t: it holds memory of DLPack device type t */
   int nviews;
   uint32_t dtype_views[MAX_DTYPES]; /* dtypes it holds through NumPy's view of the same bytes */
   int consumer;             /* BRIDGE_CONSUMER_*: what bridge_lend is asked for read-only memory */
@@ -111,7 +110,8 @@ static int dtype_index(const uint32_t *keys, int n, uint32_t key) {
 
 /* Every reason `d` does not hold `v` as it is (J_*), 0 for none: the one
  * judgement of a destination. `v` has strides (row-major ones filled in). */
-static uint32_t judge(const destination *d, const view *v, int offset_counts) {
+/* Inlined: the fast path (holds) pays no call, and its offset_counts is a constant. */
+static inline __attribute__((always_inline)) uint32_t judge(const destination *d, const view *v, int offset_counts) {
   uint32_t why = 0;
   int nd = v->ndim;
   if (nd == 0 && !d->zero_d) why |= J_ZERO_D;
@@ -123,9 +123,8 @@ static uint32_t judge(const destination *d, const view *v, int offset_counts) {
     numel = 0;
     if (k > 0 && !d->zero_width) why |= J_ZERO_WIDTH;
   }
-  int on = 0;
-  for (int i = 0; i < d->ndevices; i++) on |= d->devices[i] == (int)v->device.device_type;
-  if (!on) why |= J_DEVICE;
+  unsigned type = (unsigned)v->device.device_type;
+  if (type >= MAX_DEVICE_KINDS || !(d->devices >> type & 1)) why |= J_DEVICE;
   uint32_t key = dtype_key(v->dtype);
   int i = dtype_index(d->dtypes, d->ndtypes, key);
   if (i == d->ndtypes) why |= dtype_index(d->dtype_views, d->nviews, key) < d->nviews ? J_DTYPE_VIEW : J_DTYPE;
@@ -161,10 +160,14 @@ static uint32_t judge(const destination *d, const view *v, int offset_counts) {
         why |= J_NOT_COMPACT;
     }
   }
-  int64_t itemsize = (int64_t)((v->dtype.bits * (v->dtype.lanes ? v->dtype.lanes : 1) + 7) / 8);
-  int64_t align = i < d->ndtypes && d->element_aligned[i] ? itemsize : 1;
-  if (d->alignment > align) align = d->alignment;
-  if (align > 1 && numel && (uintptr_t)v->data % (uint64_t)align) why |= J_ALIGNMENT;
+  if (numel) {
+    int64_t align = d->alignment;
+    if (i < d->ndtypes && d->element_aligned[i]) {
+      int64_t itemsize = (int64_t)((v->dtype.bits * (v->dtype.lanes ? v->dtype.lanes : 1) + 7) / 8);
+      if (itemsize > align) align = itemsize;
+    }
+    if (align > 1 && (uintptr_t)v->data % (uint64_t)align) why |= J_ALIGNMENT;
+  }
   if (v->readonly) { /* the one lending decision (writable memory is lent as it is) */
     int lent = bridge_lend(1, d->consumer);
     if (lent == BRIDGE_LEND_REFUSED) why |= J_READONLY;
@@ -590,7 +593,11 @@ static destination *parse_spec(PyObject *spec) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(devices); i++) {
     long v = PyLong_AsLong(PyTuple_GET_ITEM(devices, i));
     if (v == -1 && PyErr_Occurred()) goto fail;
-    d->devices[d->ndevices++] = (int)v;
+    if (v < 0 || v >= MAX_DEVICE_KINDS) {
+      PyErr_Format(PyExc_ValueError, "convert_register(): spec['devices'] names device type %ld, not one of DLPack's", v);
+      goto fail;
+    }
+    d->devices |= (uint64_t)1 << v;
   }
   return d;
 fail:

@@ -225,14 +225,27 @@ static PyObject *new_struct_capsule(size_t size, const char *name, PyCapsule_Des
   return cap;
 }
 
-/* The tensor whose memory a spec exports; its bytes must exist. */
+/* 0 when `t`'s memory may go to Arrow: its bytes exist, and the one lending
+ * decision lends them to a consumer that never writes by its format's rules
+ * (the C Data Interface's "Mutability": both sides treat exported buffers as
+ * immutable, which is how an Arrow export says read-only). -1 with BufferError. */
+static int lend_to_arrow(TensorObject *t) {
+  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return -1;
+  if (bridge_storage_lend(t->storage, BRIDGE_CONSUMER_IMMUTABLE) == BRIDGE_LEND_REFUSED) {
+    PyErr_SetString(PyExc_BufferError, "this tensor's read-only memory cannot be lent to Arrow");
+    return -1;
+  }
+  return 0;
+}
+
+/* The tensor whose memory a spec exports. */
 static TensorObject *export_source(PyObject *obj) {
   if (!Tensor_Check(obj)) {
     PyErr_Format(PyExc_TypeError, "expected a bridge.Tensor, got %.200s", Py_TYPE(obj)->tp_name);
     return NULL;
   }
   TensorObject *t = (TensorObject *)obj;
-  return bridge_tensor_check_bounds(t, PyExc_BufferError) < 0 ? NULL : t;
+  return lend_to_arrow(t) < 0 ? NULL : t;
 }
 
 static PyObject *py_arrow_export_schema(PyObject *mod, PyObject *spec) {
@@ -585,7 +598,7 @@ static PyObject *arrow_method(TensorObject *t, const char *kind, PyObject *const
   for (Py_ssize_t i = 0; simple && i < nargs + nkw; i++) simple = args[i] == Py_None;
   if (simple && t->ndim == 1 && t->dtype->arrow_format[0] && t->storage->dev_type == kDLCPU &&
       (t->shape[0] <= 1 || t->strides[0] == 1) && (uintptr_t)t->storage->data % (uintptr_t)t->dtype->itemsize == 0) {
-    if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
+    if (lend_to_arrow(t) < 0) return NULL;
     return fast_export(t, device);
   }
   PyObject *policy = bridge_upcall(UP_ARROW_EXPORT);

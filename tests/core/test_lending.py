@@ -54,6 +54,15 @@ def test_every_exporter_follows_it() -> None:
     with pytest.raises(BufferError, match="legacy DLPack capsule"):
         t.__dlpack__()
     assert w.__dlpack__() is not None
+    # Arrow's consumers never write (its buffers are immutable to both sides): lent as it is
+    pa = pytest.importorskip("pyarrow")
+    for x in (t, w):
+        arr = pa.array(x)
+        assert arr.buffers()[1].address == x.data_ptr() and not arr.buffers()[1].is_mutable
+        assert not arr.to_numpy(zero_copy_only=True).flags.writeable
+        buf = bridge.arrow.to_buffer(x)
+        assert buf.address == x.data_ptr() and not buf.is_mutable
+    assert bridge.from_arrow(pa.array(w)).is_readonly  # what comes back from Arrow is read-only too
 
 
 def test_convert_asks_it_for_each_destination() -> None:
@@ -63,6 +72,8 @@ def test_convert_asks_it_for_each_destination() -> None:
         kind = h.consumer()
         if h.readonly == "writes":
             assert kind == _C.CONSUMER_UNFLAGGED, name
+        elif h.route in ("arrow", "arrow-column"):
+            assert kind == _C.CONSUMER_IMMUTABLE, name
         elif h.capsule == "legacy":
             assert kind == _C.CONSUMER_NEVER_WRITES, name
         else:

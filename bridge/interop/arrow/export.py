@@ -328,7 +328,9 @@ def to_buffer(obj: Tensor | UntypedStorage) -> pa.Buffer:
         raise TypeError(f"to_buffer() takes a Tensor or UntypedStorage, got {type(obj).__name__}")
     if not storage._host_accessible:
         raise ValueError(f"to_buffer() of {storage.device} memory is not supported")
-    return pa.foreign_buffer(ptr, size, base=storage.owner)
+    if _C.lend(storage.is_readonly, _C.CONSUMER_IMMUTABLE) == _C.LEND_REFUSED:
+        raise BufferError("this read-only memory cannot be lent to Arrow")
+    return pa.foreign_buffer(ptr, size, base=storage.owner)  # an immutable pa.Buffer
 
 
 def to_array(t: Tensor, type: pa.DataType | None = None) -> pa.Array[Any]:
