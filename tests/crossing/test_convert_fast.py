@@ -275,7 +275,9 @@ def test_registry_functions() -> None:
     good = conv._spec(conv.resolve("numpy"))
     for key, bad, why in [("dtypes", ((2, 32, 1, 0),), "DLPack's ranges"), ("dtypes", ((2, 256, 1),), "ranges"),
                           ("dtypes", ((-1, 8, 1),), "ranges"), ("dtypes", ([2, 32, 1],), "ranges"),
-                          ("alignment", 2**40, "out of range"), ("element_aligned", ((99, 8, 1),), "not in dtypes")]:
+                          ("alignment", 2**40, "out of range"), ("element_aligned", ((99, 8, 1),), "not in dtypes"),
+                          ("devices", (64,), "device type 64, not one of DLPack's"),
+                          ("devices", (-1,), "device type -1")]:
         with pytest.raises(ValueError, match=why):
             _C.convert_register("x", None, {**good, key: bad})
     with pytest.raises(TypeError):
