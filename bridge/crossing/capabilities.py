@@ -144,6 +144,12 @@ class Holds:
             return _C.CONSUMER_NEVER_WRITES
         return _C.CONSUMER_FLAGGED
 
+    def gives_writable(self) -> bool:
+        """Whether the arrays it gives can be written (``convert(writable=True)``
+        can be met): not Arrow's (immutable to both sides), not those of a
+        library that never writes its arrays (jax, tensorflow, polars)."""
+        return self.readonly != "never-writes" and self.route not in ("arrow", "arrow-column")
+
     def holds_dtype(self, name: str) -> bool:
         """Whether the destination holds dtype ``name`` (as is or as a view)."""
         return name in self.dtypes or name in self.dtype_views

@@ -12,16 +12,24 @@ aligned and writable at once) whose reasons are named.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
-from typing import Literal, Protocol, TypeVar, cast, overload
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, NamedTuple, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
 from bridge._native import lib
 from bridge.core.device import device
+from bridge.core.device import device as Device
+from bridge.core.dtypes import dtype as DType
 from bridge.core.dtypes import get_dtype, uint8
+from bridge.core.factories import empty
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
+from bridge.crossing import units
 from bridge.crossing.capabilities import DESTINATIONS, Holds
 from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
 from bridge.interop import asarray
@@ -60,9 +68,13 @@ class _Convert(Protocol):
 #: destination that ignores ``byte_offset``), ``"alias"`` (read-only memory
 #: handed as a legacy capsule to a destination that never writes), and
 #: ``"read-only-share"`` (``readonly="share"``: shared with a destination
-#: that may write it).
+#: that may write it). What the caller asks for: ``"dtype"`` (``dtype=``, a
+#: cast), ``"contiguous"`` (``contiguous=True``), ``"writable"``
+#: (``writable=True`` of read-only memory); ``device=`` is a ``"device"`` copy;
+#: ``"stack"`` (``stack=True`` of a table whose columns are separate memory).
 FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "concatenate",
-                  "byte-order", "value", "dtype-view", "offset", "alias", "read-only-share"]  # fmt: skip
+                  "byte-order", "value", "dtype-view", "offset", "alias", "read-only-share", "dtype", "contiguous",
+                  "writable", "stack"]  # fmt: skip
 #: ``convert(readonly=...)``: what read-only memory becomes in a destination
 #: that writes its tensors.
 ReadOnlyPolicy = Literal["copy", "error", "share"]
@@ -71,25 +83,33 @@ _BRIDGE_COPIES = ("requested", "device", "layout", "alignment", "read-only")
 
 
 class CopyWarning(UserWarning):
-    """:func:`bridge.convert` copied (``copy=None``): the destination cannot
-    hold the memory as it is. ``kind`` is the first reason's
-    :data:`FixKind`; ``fixes`` every fix made. Filter it with
+    """:func:`bridge.convert` copied (``copy=None``) where the destination
+    cannot hold the memory as it is. ``kind`` is the first reason's
+    :data:`FixKind`; ``fixes`` every fix made; ``leaves``, for a batch or a
+    table (one warning per call), each copied leaf's path (``"['x']"``,
+    ``"[0].mask"``) and its fixes (empty for a single array). Filter it with
     ``warnings.filterwarnings("ignore", category=bridge.CopyWarning)``."""
 
-    def __init__(self, message: str, kind: FixKind, fixes: tuple[Fix, ...]) -> None:
+    def __init__(self, message: str, kind: FixKind, fixes: tuple[Fix, ...],
+                 leaves: Mapping[str, tuple[Fix, ...]] | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.kind: FixKind = kind
         self.fixes: tuple[Fix, ...] = fixes
+        self.leaves: Mapping[str, tuple[Fix, ...]] = MappingProxyType(dict(leaves or {}))
 
 
 @dataclasses.dataclass(frozen=True)
 class Fix:
     """One change :func:`convert` makes: its ``kind``, the ``reason`` in words
-    (naming the destination's rule), and whether it ``copies`` the data."""
+    (naming the destination's rule), whether it ``copies`` the data, and
+    whether the caller ``asked`` for it (``dtype=``, ``device=``,
+    ``contiguous=``, ``writable=``, ``stack=``: named in the plan, never
+    warned about)."""
 
     kind: FixKind
     reason: str
     copies: bool
+    asked: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +129,11 @@ class Plan:
     def reasons(self) -> str:
         """The copying fixes' reasons, in one sentence ("" when none copies)."""
         return "; ".join(f.reason for f in self.fixes if f.copies)
+
+    @property
+    def unasked(self) -> tuple[Fix, ...]:
+        """The copying fixes the caller did not ask for (what a CopyWarning names)."""
+        return tuple(f for f in self.fixes if f.copies and not f.asked)
 
 
 # ------------------------------------------------------------------ import
@@ -171,13 +196,13 @@ def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
     NumPy scalar made a 0-d tensor. Arrow nulls are a ValueError naming what
     convert does take; tables (DataFrames, pyarrow Tables and RecordBatches)
     a TypeError naming their columns."""
-    if _is_table(obj):  # its columns are not one array (and a 1-column one would lose a dim)
+    if units.is_table(obj):  # its columns are not one array (and a 1-column one would lose a dim)
         names = getattr(obj, "column_names", None)
         cols = [str(c) for c in (getattr(obj, "columns", ()) if names is None else names)]
         shown = ", ".join(repr(c) for c in cols[:5]) + (", ..." if len(cols) > 5 else "")
         raise TypeError(f"convert(): a {type(obj).__module__.split('.')[0]}.{type(obj).__name__} is a table "
-                        f"({len(cols)} column{'s' if len(cols) != 1 else ''}: {shown}); convert takes one array: "
-                        f"pass one column (x[{cols[0] if cols else 'name'!r}])")  # fmt: skip
+                        f"({len(cols)} column{'s' if len(cols) != 1 else ''}: {shown}); plan() takes one array: "
+                        f"plan one column (x[{cols[0] if cols else 'name'!r}])")  # fmt: skip
     if isinstance(obj, np.generic):  # before the byte order: a scalar's is always native
         return asarray(np.asarray(obj), copy=False), (_VALUE,)
     if isinstance(obj, np.ndarray) and not obj.dtype.isnative:
@@ -211,17 +236,6 @@ def _import_fixed(obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
         return _concatenated(obj, why.args[0].split(";")[0], why.parts)
     except ArrowNullsError as why:
         raise _nulls(obj, why) from None
-
-
-_TABLES = ("DataFrame", "LazyFrame", "Table", "RecordBatch")
-
-
-def _is_table(obj: object) -> bool:
-    """Whether ``obj`` is a table of columns: the dataframe interchange
-    protocol, or a DataFrame/Table/RecordBatch of pandas, polars, pyarrow and
-    the like (polars 2 dropped ``__dataframe__``)."""
-    return hasattr(obj, "__dataframe__") or (type(obj).__name__ in _TABLES and
-                                             (hasattr(obj, "columns") or hasattr(obj, "column_names")))  # fmt: skip
 
 
 def _import(obj: object) -> Tensor:
@@ -381,17 +395,106 @@ def _check_policy(copy: object, readonly: object) -> None:
         raise ValueError(f"convert(): readonly must be 'copy', 'error' or 'share', got {readonly!r}")
 
 
-def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> Plan:
-    """What ``convert(obj, to, copy=copy, readonly=readonly)`` would do, without
-    doing it: the :class:`Plan` of fixes (none: zero-copy as it is). Imports
-    ``obj`` (zero-copy) to read its layout. Raises what :func:`convert` raises
-    before it would copy, except ``copy=False``'s BufferError (the plan shows
-    the copy instead)."""
+class Wants(NamedTuple):
+    """What the caller asks of every converted array besides the destination
+    (``convert``'s ``dtype=``, ``device=``, ``contiguous=``, ``writable=``),
+    read once per call."""
+
+    dtype: DType | None
+    device: Device | None
+    contiguous: bool
+    writable: bool
+
+
+NO_WANTS = Wants(None, None, False, False)
+
+
+def wants(h: Holds, dtype: object = None, device_: object = None, contiguous: object = False,
+          writable: object = False) -> Wants:  # fmt: skip
+    """The caller's asks, read and checked against destination ``h``: a
+    ``dtype`` (bridge's, the destination's, NumPy's, a name, anything with
+    ``__dlpack_data_type__``) it must hold; a ``device`` (a string, a bridge
+    or foreign device object, a ``__dlpack_device__`` tuple) it must hold;
+    ``writable=True`` only where its arrays can be written. TypeError for an
+    argument of the wrong kind, ValueError for an ask ``h`` cannot meet."""
+    for name, flag in (("contiguous", contiguous), ("writable", writable)):
+        if type(flag) is not bool:
+            raise TypeError(f"convert(): {name} must be True or False, got {flag!r}")
+    if dtype is None and device_ is None and not contiguous and not writable:
+        return NO_WANTS
+    dt = None if dtype is None else get_dtype(dtype)
+    if dt is not None and not h.holds_dtype(dt.name):
+        raise ValueError(f"convert(dtype={dt.name}): {h.name} cannot hold {dt.name}")
+    dev = None if device_ is None else device(device_)
+    if dev is not None and dev.type not in h.devices:
+        raise ValueError(f"convert(device={dev}): {h.name} holds {', '.join(sorted(h.devices))} memory, "
+                         f"not {dev.type}")  # fmt: skip
+    if writable and not h.gives_writable():
+        raise ValueError(f"convert(writable=True): {h.name}'s arrays are immutable (it never writes them)")
+    return Wants(dt, dev, bool(contiguous), bool(writable))
+
+
+def _wanted(t: Tensor, w: Wants) -> tuple[Fix, ...]:
+    """The copies ``w`` asks of ``t`` (none when it already is what is asked)."""
+    if w is NO_WANTS:
+        return ()
+    fixes = []
+    if w.dtype is not None and t.dtype is not w.dtype:
+        fixes.append(Fix("dtype", f"dtype={w.dtype.name} asks for a cast from {t.dtype.name}", True, True))
+    if w.device is not None and t.device != w.device:
+        fixes.append(Fix("device", f"device={w.device} asks for the memory on {w.device}, not {t.device}", True, True))
+    if w.contiguous and not t.is_contiguous():
+        fixes.append(Fix("contiguous", f"contiguous=True asks for row-major memory, not strides {t.stride()}", True,
+                         True))
+    if w.writable and t.is_readonly:
+        fixes.append(Fix("writable", "writable=True asks for writable memory and this memory is read-only", True, True))
+    return tuple(fixes)
+
+
+def _make_wanted(t: Tensor, w: Wants) -> Tensor:
+    """``t`` as ``w`` asks, in one copy: new row-major memory of the dtype, on
+    the device, asked for, filled by ``copy_`` (the copy kernel and its casts
+    on the host; the CUDA copy engine, with its stream rules, for device
+    memory)."""
+    out: Tensor = empty(t.shape, dtype=w.dtype or t.dtype, device=w.device or t.device)
+    return out.copy_(t)
+
+
+def _prepare(t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, readonly: ReadOnlyPolicy,
+             w: Wants) -> tuple[Tensor, Plan]:  # fmt: skip
+    """Imported ``t`` (whose import made ``made``) and the :class:`Plan` of
+    what ``h`` needs of it: the import's fixes, the caller's asks (``w``,
+    made here: one copy, after which ``copy=True`` asks for no other) and the
+    destination's."""
+    asked = _wanted(t, w)
+    if asked:
+        if copy is False:
+            raise BufferError(f"convert(copy=False): {'; '.join(f.reason for f in asked)}")
+        t = _make_wanted(t, w)
+        copy = None
+    p = _plan(t, h, copy, readonly)
+    return t, (Plan(p.destination, made + asked + p.fixes) if made or asked else p)
+
+
+def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy",
+         dtype: object = None, device: object = None, contiguous: bool = False, writable: bool = False) -> Plan:
+    """What ``convert(obj, to, ...)`` would do to one array, without doing it:
+    the :class:`Plan` of fixes (none: zero-copy as it is). Imports ``obj``
+    (zero-copy) to read its layout. Raises what :func:`convert` raises before
+    it would copy, except ``copy=False``'s BufferError (the plan shows the
+    copy instead)."""
     _check_policy(copy, readonly)
     h = resolve(to)
+    w = wants(h, dtype, device, contiguous, writable)
     t, made = _import_fixed(obj)
+    asked = _wanted(t, w)
+    if asked:  # planned as if made: a fresh row-major copy of the dtype, on the device, asked for
+        t = _C.new_empty(t.shape, w.dtype or t.dtype, False)
+        if w.device is not None and w.device != t.device:
+            return Plan(h.name, made + asked)
+        copy = None
     p = _plan(t, h, copy, readonly)
-    return Plan(p.destination, made + p.fixes) if made else p
+    return Plan(p.destination, made + asked + p.fixes) if made or asked else p
 
 
 # ------------------------------------------------------------------ making
@@ -442,34 +545,113 @@ def _unit_strides(t: Tensor) -> Tensor:
     return out
 
 
-def _general(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy") -> object:
+def _make(t: Tensor, p: Plan, h: Holds, copy: bool | None) -> object:
+    """The destination's object for ``t`` planned as ``p``: the plan's copy
+    made (BufferError for ``copy=False``), a writable alias where planned,
+    then handed over. No warning (the caller's)."""
+    t = _unit_strides(t)
+    if not p.fixes:
+        return take(h, t)
+    if copy is False and p.copies:
+        raise BufferError(f"convert(copy=False): {p.reasons}")
+    if any(f.kind in _BRIDGE_COPIES for f in p.fixes):
+        t = _copy(t, h)
+    if any(f.kind in ("alias", "read-only-share") for f in p.fixes):
+        t = _alias(t)
+    return take(h, t)
+
+
+def _general(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy",
+             dtype: object = None, device: object = None, contiguous: bool = False, writable: bool = False,
+             columns: object = None, stack: bool = False) -> object:  # fmt: skip
     """convert()'s general path (the ``convert_slow`` up-call): every case the
     C fast path (``cdefs/crossing/convert.c``) does not finish, with ``obj``
-    already imported when the fast path read it. Registers ``to`` for the
-    fast path on the way."""
+    already imported when the fast path read it, and the batches, tables and
+    streams of :mod:`bridge.crossing.units`. Registers ``to`` for the fast
+    path on the way."""
     _check_policy(copy, readonly)
     h = resolve(to)
     if not _C.convert_registered(to):
         _register(to, h)
+    w = wants(h, dtype, device, contiguous, writable)
+    if units.is_unit(obj) or columns is not None or stack:
+        return units.convert_unit(obj, h, Leaf(h, copy, readonly, w), columns=columns, stack=stack)
     t, made = _import_fixed(obj)
-    p = _plan(t, h, copy, readonly)
-    if made:
-        p = Plan(p.destination, made + p.fixes)
-    t = _unit_strides(t)
-    if not p.fixes:
-        return take(h, t)
-    ours = [f for f in p.fixes if f.kind in _BRIDGE_COPIES]
-    if copy is False and p.copies:
-        raise BufferError(f"convert(copy=False): {p.reasons}")
-    if ours:
-        t = _copy(t, h)
-    if copy is None and p.copies:
-        first = next(f for f in p.fixes if f.copies)
-        warnings.warn(CopyWarning(f"convert() to {h.name} copied: {p.reasons}", first.kind, p.fixes),
-                      stacklevel=2)  # fmt: skip
-    if any(f.kind in ("alias", "read-only-share") for f in p.fixes):
-        t = _alias(t)
-    return take(h, t)
+    t, p = _prepare(t, made, h, copy, readonly, w)
+    out = _make(t, p, h, copy)
+    unasked = p.unasked
+    if copy is None and unasked:
+        warnings.warn(CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}",
+                                  unasked[0].kind, p.fixes), stacklevel=_stacklevel())  # fmt: skip
+    return out
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside bridge.crossing: the
+    caller's line, however deep the unit being converted made the call."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_HERE):
+        f, level = f.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """How :mod:`bridge.crossing.units` converts each array of a batch, a
+    table or a stream: into ``h``, with the call's ``copy``, ``readonly`` and
+    asks ``w``; its steps are convert's own (import and plan, then make)."""
+
+    h: Holds
+    copy: bool | None
+    readonly: ReadOnlyPolicy
+    w: Wants
+
+    def imported(self, obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
+        """``obj`` imported, and the fixes its import made (convert's importers)."""
+        return _import_fixed(obj)
+
+    def prepare_imported(self, t: Tensor, made: tuple[Fix, ...]) -> tuple[Tensor, Plan]:
+        """Imported ``t`` planned, the caller's asks made (one copy)."""
+        return _prepare(t, made, self.h, self.copy, self.readonly, self.w)
+
+    def dry_plan(self, t: Tensor, made: tuple[Fix, ...]) -> Plan:
+        """What :meth:`prepare_imported` would plan, copying nothing."""
+        asked = _wanted(t, self.w)
+        if asked:
+            return Plan(self.h.name, made + asked)
+        p = _plan(t, self.h, self.copy, self.readonly)
+        return Plan(p.destination, made + p.fixes) if made else p
+
+    def region_copy(self, region: Tensor) -> Tensor:
+        """One copy of ``region`` that settles what the caller asks and what
+        the destination needs of its memory (a cast, a device, fresh writable
+        aligned memory), which its views then share."""
+        asked = _wanted(region, self.w)
+        return _make_wanted(region, self.w) if asked else _copy(region, self.h)
+
+    def replan(self, t: Tensor) -> Plan:
+        """The plan of a tensor the caller's asks were already made for."""
+        return _plan(t, self.h, None, self.readonly)
+
+    def make(self, t: Tensor, p: Plan) -> object:
+        """The destination's object for ``t`` planned as ``p`` (no warning)."""
+        return _make(t, p, self.h, self.copy)
+
+    def warn(self, leaves: dict[str, tuple[Fix, ...]]) -> None:
+        """One CopyWarning naming every array copied without being asked, and
+        why (none: no warning), at the caller's line."""
+        copied = {path: fixes for path, fixes in leaves.items() if any(f.copies and not f.asked for f in fixes)}
+        if self.copy is not None or not copied:
+            return
+        every = tuple(f for fixes in copied.values() for f in fixes)
+        first = next(f for f in every if f.copies and not f.asked)
+        said = "; ".join(f"{path}: " + "; ".join(f.reason for f in fixes if f.copies and not f.asked)
+                         for path, fixes in copied.items())  # fmt: skip
+        warnings.warn(CopyWarning(f"convert() to {self.h.name} copied {len(copied)} of {len(leaves)} arrays: {said}",
+                                  first.kind, every, copied), stacklevel=_stacklevel())  # fmt: skip
 
 
 _C._register("convert_slow", _general)

@@ -229,7 +229,15 @@ static PyObject *ndarray_of(TensorObject *t) {
 
 /* The general path, with obj (or the tensor already imported from it) and
  * the caller's own arguments. */
+/* Set while a batch's leaves are taken (batch_to): a leaf the fast path does
+ * not finish makes the whole batch the general path's (one CopyWarning per
+ * call, overlapping copies made as one region), so general() only says so.
+ * Per thread: torch's probes release the GIL mid-batch. */
+static _Thread_local int batching;
+static PyObject *needs_general; /* what general() returns while batching (a unique object) */
+
 static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  if (batching) return Py_NewRef(needs_general);
   PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
   if (slow == NULL) return NULL;
   if (obj == args[0]) return PyObject_Vectorcall(slow, args, nargsf, kwnames);
@@ -411,12 +419,113 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
   return out;
 }
 
+/* ------------------------------------------------------------ batches */
+
+#define BATCH_MAX_DEPTH 32
+
+/* A leaf kept as it is (a value, not memory: as torch's default_convert keeps it). */
+static int is_value(PyObject *o) {
+  PyTypeObject *tp = Py_TYPE(o);
+  return o == Py_None || tp == &PyUnicode_Type || tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type ||
+         tp == &PyBytes_Type;
+}
+
+/* `obj` (a dict, list or tuple, nested) with each array leaf taken by the
+ * fast path into `d` and every value kept; `needs_general` when a leaf or a
+ * container is the general path's (bridge.crossing.units decides those).
+ * `arrays` counts the leaves taken. `args` is the call's (args[0] replaced per leaf). */
+static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
+                          PyObject *kwnames, int depth, Py_ssize_t *arrays) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  int dict = tp == &PyDict_Type, list = tp == &PyList_Type, tuple = tp == &PyTuple_Type;
+  if (!dict && !list && !tuple) {
+    if (is_value(obj)) return Py_NewRef(obj);
+    if (tp == &PyCapsule_Type) return Py_NewRef(needs_general); /* one-shot: read once, by the general path */
+    PyObject *stack[4];
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    for (Py_ssize_t i = 0; i < n && i < 4; i++) stack[i] = args[i];
+    stack[0] = obj;
+    PyObject *out = convert_to(d, stack, nargsf, kwnames);
+    if (out != NULL && out != needs_general) ++*arrays;
+    return out;
+  }
+  if (depth >= BATCH_MAX_DEPTH) return Py_NewRef(needs_general);
+  Py_ssize_t n = dict ? PyDict_GET_SIZE(obj) : Py_SIZE(obj);
+  PyObject *out = dict ? PyDict_New() : list ? PyList_New(n) : PyTuple_New(n);
+  if (out == NULL) return NULL;
+  Py_ssize_t pos = 0, i = 0;
+  PyObject *key, *value;
+  while (dict ? PyDict_Next(obj, &pos, &key, &value) : i < n) {
+    PyObject *leaf = dict ? value : list ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);
+    Py_INCREF(leaf); /* a list may change under a leaf's import (it runs Python) */
+    if (dict) Py_INCREF(key);
+    PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, arrays);
+    Py_DECREF(leaf);
+    if (r == NULL || r == needs_general) {
+      if (dict) Py_DECREF(key);
+      Py_DECREF(out);
+      return r;
+    }
+    if (dict) {
+      int rc = PyDict_SetItem(out, key, r);
+      Py_DECREF(key);
+      Py_DECREF(r);
+      if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+      }
+      if (PyDict_GET_SIZE(obj) != n) { /* changed while its leaves were imported */
+        Py_DECREF(out);
+        return Py_NewRef(needs_general);
+      }
+    } else if (list) {
+      if (i >= PyList_GET_SIZE(obj)) { /* shrunk meanwhile */
+        Py_DECREF(r);
+        Py_DECREF(out);
+        return Py_NewRef(needs_general);
+      }
+      PyList_SET_ITEM(out, i, r);
+    } else {
+      PyTuple_SET_ITEM(out, i, r);
+    }
+    i++;
+  }
+  return out;
+}
+
+/* A batch into `d`: all on the fast path, or (any leaf it does not finish, no
+ * array at all) all on the general path. */
+static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  Py_ssize_t arrays = 0;
+  int was = batching;
+  batching = 1;
+  PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &arrays);
+  batching = was;
+  if (out != NULL && out != needs_general && arrays > 0) return out;
+  if (out == NULL) return NULL;
+  Py_DECREF(out);
+  return general(args[0], args, nargsf, kwnames);
+}
+
 static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value;
 
-/* convert(obj, to, *, copy=None, readonly="copy") */
+/* convert(obj, to, *, copy=None, readonly="copy", dtype=None, device=None,
+ * contiguous=False, writable=False, columns=None, stack=False) */
 static PyObject *str_obj_kw, *str_to_kw, *kwnames_of[4]; /* kwnames_of: (), (copy,), (readonly,), both */
+/* The keywords only the general path reads (what the caller asks besides the destination). */
+static const char *const asks_names[] = {"dtype", "device", "contiguous", "writable", "columns", "stack"};
+#define N_ASKS (sizeof asks_names / sizeof asks_names[0])
+static PyObject *asks_kw[N_ASKS];
 
-static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+static int is_ask(PyObject *name) {
+  for (size_t i = 0; i < N_ASKS; i++)
+    if (name == asks_kw[i]) return 1;
+  for (size_t i = 0; i < N_ASKS; i++)
+    if (PyUnicode_Compare(name, asks_kw[i]) == 0) return 1;
+  return 0;
+}
+
+static PyObject *convert_call(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   /* The signature's own checks, in Python's words (the general path has a
@@ -425,9 +534,13 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   if (nargs > 2)
     return PyErr_Format(PyExc_TypeError, "convert() takes 2 positional arguments but %zd were given", nargs);
   PyObject *pos[2] = {nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL}, *kw[2] = {NULL, NULL};
-  int moved = 0;
+  int moved = 0, asks = 0;
   for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    if (is_ask(name)) {
+      asks = 1;
+      continue;
+    }
     PyObject **slot = name == str_copy_kw || PyUnicode_Compare(name, str_copy_kw) == 0           ? &kw[0]
                       : name == str_readonly_kw || PyUnicode_Compare(name, str_readonly_kw) == 0 ? &kw[1]
                       : PyUnicode_Compare(name, str_obj_kw) == 0                                  ? &pos[0]
@@ -444,6 +557,10 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     return PyErr_Format(PyExc_TypeError, "convert() missing %d required positional argument%s: %s",
                         (pos[0] == NULL) + (pos[1] == NULL), pos[0] == NULL && pos[1] == NULL ? "s" : "",
                         pos[0] == NULL && pos[1] == NULL ? "'obj' and 'to'" : pos[0] == NULL ? "'obj'" : "'to'");
+  if (asks) { /* the general path reads them (and binds the call itself) */
+    PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
+    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  }
   PyObject *laid[4];
   if (moved) {
     int which = (kw[0] != NULL) | (kw[1] != NULL) << 1;
@@ -482,8 +599,20 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    * may empty the registry meanwhile. */
   Py_INCREF(cap);
   const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
-  PyObject *out = d ? convert_to(d, args, nargsf, kwnames) : NULL;
+  PyTypeObject *tp = Py_TYPE(args[0]);
+  int batch = tp == &PyDict_Type || tp == &PyList_Type || tp == &PyTuple_Type;
+  PyObject *out = d == NULL ? NULL : batch ? batch_call(d, args, nargsf, kwnames) : convert_to(d, args, nargsf, kwnames);
   Py_DECREF(cap);
+  return out;
+}
+
+/* convert() itself: a call made from inside a batch's leaf (a destination's
+ * import that converts) is a call of its own, never part of the batch. */
+static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  int was = batching;
+  batching = 0;
+  PyObject *out = convert_call(mod, args, nargsf, kwnames);
+  batching = was;
   return out;
 }
 
@@ -688,7 +817,8 @@ static PyObject *py_convert_registered(PyObject *mod, PyObject *to) {
 
 static PyMethodDef crossing_functions[] = {
     {"convert", (PyCFunction)(void (*)(void))py_convert, METH_FASTCALL | METH_KEYWORDS,
-     "convert(obj, to, *, copy=None, readonly='copy')\n--\n\n"
+     "convert(obj, to, *, copy=None, readonly='copy', dtype=None, device=None, contiguous=False,\n"
+     "        writable=False, columns=None, stack=False)\n--\n\n"
      "obj as destination to's own object (a torch.Tensor, numpy.ndarray, jax.Array, paddle.Tensor,\n"
      "tvm_ffi.Tensor, mlx array, OrtValue, pyarrow Array or FixedShapeTensorArray, polars Series,\n"
      "tf.Tensor, cupy ndarray or bridge.Tensor), sharing obj's memory wherever to can hold it.\n\n"
@@ -704,6 +834,16 @@ static PyMethodDef crossing_functions[] = {
      "it has one (torch, paddle) or NumPy's C API, read from the source's exchange API, an\n"
      "ndarray's own struct or a bridge tensor without a capsule; the result keeps the source\n"
      "alive. Arrow's bit-packed bools are unpacked into one named copy (kind \"unpack\").\n\n"
+     "Asks, each met with at most one named copy: dtype= (a cast, only when the dtype differs;\n"
+     "lossy casts only this way), device= (a move between host and CUDA), contiguous=True\n"
+     "(row-major), writable=True (a copy of read-only memory; ValueError for immutable\n"
+     "destinations).\n\n"
+     "Units: a batch (nested dicts, lists, tuples, named tuples, dataclasses) gives the same\n"
+     "structure, each array leaf converted and other leaves kept, one CopyWarning for the call;\n"
+     "a table (pyarrow Table/RecordBatch, polars/pandas DataFrame, __dataframe__) a dict of\n"
+     "column -> array (columns= chooses, stack=True gives one 2-D array); a stream\n"
+     "(RecordBatchReader, an Arrow stream of record batches, an iterator of tables) a lazy\n"
+     "iterator of converted batches. See docs/convert.md.\n\n"
      "Raises ValueError for an unknown or uninstalled to (listing the installed ones) and a bad\n"
      "readonly; TypeError for an obj bridge cannot import and a bad copy; BufferError for data the\n"
      "destination cannot hold at all (a dtype it lacks, a 0-d tensor into Arrow) and for the\n"
@@ -744,6 +884,9 @@ int bridge_crossing_init(PyObject *mod) {
     return -1;
   for (int i = 0; i < K_COUNT; i++)
     if (!(spec_keys[i] = PyUnicode_InternFromString(spec_names[i]))) return -1;
+  for (size_t i = 0; i < N_ASKS; i++)
+    if (!(asks_kw[i] = PyUnicode_InternFromString(asks_names[i]))) return -1;
+  if (!(needs_general = PyCapsule_New(&needs_general, "bridge.convert.needs_general", NULL))) return -1;
   static const struct {
     const char *name;
     int bit;

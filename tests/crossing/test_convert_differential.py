@@ -273,7 +273,7 @@ def test_from_source_into_every_destination(worker: Worker, src: str, data: st.D
 
 @settings(SETTINGS, max_examples=15)
 @given(data=st.data())
-def test_python_values_and_tables_are_type_errors(worker: Worker, data: st.DataObject) -> None:
+def test_python_values_are_type_errors_and_tables_dicts_of_columns(worker: Worker, data: st.DataObject) -> None:
     src = data.draw(st.sampled_from([s for s in ("python", "table") if s in MAKERS]), label="source")
     dest = data.draw(st.sampled_from(DESTS), label="destination")
     _run(worker, data.draw(cases(src, dest), label="case"))

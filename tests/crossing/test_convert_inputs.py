@@ -32,7 +32,7 @@ def _kinds(caught: list[warnings.WarningMessage]) -> list[str]:
         (lambda: bridge.convert(np.arange(3)), r"^convert\(\) missing 1 required positional argument: 'to'$"),
         (lambda: bridge.convert(to=np), r"^convert\(\) missing 1 required positional argument: 'obj'$"),
         (lambda: bridge.convert(np.arange(3), np, None), r"^convert\(\) takes 2 positional arguments but 3 were given$"),
-        (lambda: bridge.convert(np.arange(3), np, dtype="f"), r"^convert\(\) got an unexpected keyword argument 'dtype'$"),
+        (lambda: bridge.convert(np.arange(3), np, dtyp="f"), r"^convert\(\) got an unexpected keyword argument 'dtyp'$"),
         (lambda: bridge.convert(np.arange(3), np, to=np), r"^convert\(\) got multiple values for argument 'to'$"),
     ],
 )  # fmt: skip
@@ -101,7 +101,7 @@ def test_python_values_are_refused_in_the_same_words_everywhere(value: object, t
 
 
 @pytest.mark.parametrize("make", ["pandas", "polars", "pa-table", "pa-batch"])
-def test_tables_are_refused_naming_their_columns(make: str) -> None:
+def test_tables_convert_to_a_dict_of_columns_and_plan_names_them(make: str) -> None:
     if make == "pandas":
         pd = pytest.importorskip("pandas")
         x: object = pd.DataFrame({"a": [1.0, 2.0]})
@@ -111,9 +111,10 @@ def test_tables_are_refused_naming_their_columns(make: str) -> None:
     else:
         pa = pytest.importorskip("pyarrow")
         x = pa.table({"a": [1.0, 2.0]}) if make == "pa-table" else pa.record_batch({"a": [1.0, 2.0]})
-    for to in ("numpy", "torch"):
-        with pytest.raises(TypeError, match=r"is a table \(\d columns?: 'a'.*pass one column \(x\['a'\]\)"):
-            bridge.convert(x, to)
+    out = bridge.convert(x, "numpy")
+    assert isinstance(out, dict) and out["a"].tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match=r"is a table \(\d columns?: 'a'.*plan one column \(x\['a'\]\)"):
+        plan(x, "numpy")
 
 
 # ------------------------------------------------------------ fixes

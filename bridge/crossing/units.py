@@ -1,0 +1,462 @@
+"""The units people move, for :func:`bridge.convert`: batches, tables and
+streams, each array in them converted as convert converts one.
+
+- A **batch** is a nested structure of dicts (any Mapping), lists, tuples,
+  named tuples and dataclasses; every array leaf is converted and every other
+  leaf kept as it is (as torch's ``default_convert`` does), into the same
+  structure. Leaves whose memory overlaps and that must be copied are copied
+  as one region, so that they still share memory afterwards.
+- A **table** (a pyarrow Table or RecordBatch, a polars or pandas
+  DataFrame, anything with ``__dataframe__``) is a dict of column name ->
+  converted column; ``columns=`` chooses them, ``stack=True`` gives one 2-D
+  array (rows x columns) instead.
+- A **stream** (a pyarrow RecordBatchReader, another ``__arrow_c_stream__``
+  object of record batches that is not a table, or an iterator of tables,
+  such as ``pyarrow.parquet.ParquetFile.iter_batches()``) is a lazy iterator
+  of converted tables: one batch is read and converted per ``next()``.
+
+This module decides what a unit is and walks it; the steps for one array are
+convert's own (:class:`bridge.crossing.convert.Leaf`).
+"""
+
+from __future__ import annotations
+
+import copy as _copy_module
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bridge.core.native import _C
+from bridge.core.tensor import Tensor
+from bridge.crossing.capabilities import Holds
+
+if TYPE_CHECKING:
+    from bridge.crossing.convert import Fix, Leaf
+
+__all__ = ["Batches", "convert_unit", "is_unit"]
+
+_TABLES = ("DataFrame", "LazyFrame", "Table", "RecordBatch")
+_ARRAY_METHODS = ("__dlpack__", "__dlpack_c_exchange_api__", "__arrow_c_array__", "__arrow_c_device_array__",
+                  "__cuda_array_interface__", "__array_interface__", "__array_struct__")  # fmt: skip
+#: The kinds of copy one region can make for all the overlapping leaves at
+#: once (what a layout or contiguity fix cannot: each leaf has its strides).
+_REGION_KINDS = frozenset({"requested", "device", "alignment", "read-only", "dtype", "writable"})
+
+
+# ------------------------------------------------------------------ what a unit is
+
+
+def is_table(obj: object) -> bool:
+    """Whether ``obj`` is a table of columns: the dataframe interchange
+    protocol, or a DataFrame/Table/RecordBatch of pandas, polars, pyarrow and
+    the like (polars 2 dropped ``__dataframe__``)."""
+    return hasattr(obj, "__dataframe__") or (type(obj).__name__ in _TABLES and
+                                             (hasattr(obj, "columns") or hasattr(obj, "column_names")))  # fmt: skip
+
+
+def _is_array(obj: object) -> bool:
+    """Whether ``obj`` is one array convert imports (a leaf to convert)."""
+    if isinstance(obj, (Tensor, np.ndarray, np.generic)):
+        return True
+    tp = type(obj)
+    if any(hasattr(tp, m) for m in _ARRAY_METHODS):
+        return True
+    # pyarrow's ChunkedArray and polars' or pandas' Series: one column, several chunks
+    return hasattr(tp, "__arrow_c_stream__") and not is_table(obj) and not _is_record_stream(obj)
+
+
+def _is_record_stream(obj: object) -> bool:
+    """A stream of record batches that is not a table object: pyarrow's
+    RecordBatchReader, or an ``__arrow_c_stream__`` object whose schema
+    (``__arrow_c_schema__``) is a struct, read without consuming it."""
+    tp = type(obj)
+    if tp.__name__ == "RecordBatchReader" and tp.__module__.startswith("pyarrow"):
+        return True
+    if not hasattr(tp, "__arrow_c_stream__") or hasattr(tp, "__arrow_c_array__") or is_table(obj):
+        return False
+    if tp.__module__.startswith(("pyarrow", "polars", "pandas")):  # their columns: ChunkedArray, Series
+        return False
+    schema = getattr(obj, "__arrow_c_schema__", None)
+    if schema is None:
+        return False
+    try:
+        return bool(_C.arrow_describe_schema(schema())[0] == "+s")
+    except Exception:  # a schema it cannot give is the single-array path's to explain
+        return False
+
+
+def is_stream(obj: object) -> bool:
+    """Whether ``obj`` is a stream of tables (:class:`Batches` converts it)."""
+    if _is_record_stream(obj):
+        return True
+    return isinstance(obj, Iterator) and not _is_array(obj) and not is_table(obj)
+
+
+def _is_tree(obj: object) -> bool:
+    return (isinstance(obj, (Mapping, list, tuple)) or
+            (dataclasses.is_dataclass(obj) and not isinstance(obj, type)))  # fmt: skip
+
+
+def is_unit(obj: object) -> bool:
+    """Whether convert takes ``obj`` as a batch, a table or a stream, not as one array."""
+    return _is_tree(obj) or is_table(obj) or is_stream(obj)
+
+
+# ------------------------------------------------------------------ converting
+
+
+def convert_unit(obj: object, h: Holds, leaf: Leaf, *, columns: object = None, stack: object = False) -> object:
+    """``obj`` (a batch, a table or a stream) converted into ``h``, each array
+    as ``leaf`` converts one, with one CopyWarning for the call. ``columns``
+    and ``stack`` are a table's (TypeError for anything else)."""
+    if type(stack) is not bool:
+        raise TypeError(f"convert(): stack must be True or False, got {stack!r}")
+    chosen = _columns_arg(columns)
+    if is_stream(obj):
+        return Batches(obj, leaf, chosen, bool(stack))
+    if is_table(obj):
+        return convert_table(obj, leaf, chosen, bool(stack))
+    if chosen is not None or stack:
+        raise TypeError(f"convert(): columns= and stack= are for tables, not a {type(obj).__name__}")
+    return convert_tree(obj, leaf)
+
+
+def _columns_arg(columns: object) -> list[str] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str) or not isinstance(columns, (list, tuple)) or \
+            not all(isinstance(c, str) for c in columns):  # fmt: skip
+        raise TypeError(f"convert(): columns must be a list of column names, got {columns!r}")
+    return list(columns)
+
+
+def convert_tree(obj: object, leaf: Leaf) -> object:
+    """A batch converted: its array leaves through :func:`convert_leaves`, the
+    same structure rebuilt around them. TypeError for a batch without arrays
+    (a list of numbers is values, not memory)."""
+    found: list[tuple[str, object]] = []
+    _collect(obj, "", found, set())
+    if not found:
+        raise TypeError(f"convert(): a Python {type(obj).__name__} holds values, not memory; make an array of it "
+                        "first (np.asarray(x), torch.tensor(x), ...), which chooses its dtype: convert moves memory "
+                        "and chooses none (a batch converts the arrays in it, and this one has none)")  # fmt: skip
+    results = convert_leaves(found, leaf)
+    return _rebuild(obj, results)
+
+
+def _collect(obj: object, path: str, found: list[tuple[str, object]], seen: set[int]) -> None:
+    """Every array leaf of ``obj`` with its path, each object once; tables
+    are leaves of their own (converted to dicts)."""
+    if _is_array(obj) or is_table(obj):
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            found.append((path, obj))
+        return
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _collect(v, f"{path}[{k!r}]", found, seen)
+    elif isinstance(obj, (list, tuple)):
+        names = getattr(obj, "_fields", None)
+        for i, v in enumerate(obj):
+            _collect(v, f"{path}.{names[i]}" if names else f"{path}[{i}]", found, seen)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _collect(getattr(obj, f.name), f"{path}.{f.name}", found, seen)
+
+
+def _rebuild(obj: object, results: dict[int, object]) -> object:
+    """``obj``'s structure with each converted leaf (by ``id``) replaced."""
+    if id(obj) in results:
+        return results[id(obj)]
+    if isinstance(obj, Mapping):
+        items = {k: _rebuild(v, results) for k, v in obj.items()}
+        if type(obj) is dict:
+            return items
+        try:  # OrderedDict, defaultdict (its factory kept by copy), ...: the same type
+            out = _copy_module.copy(obj)
+            out.clear()  # type: ignore[attr-defined]
+            out.update(items)  # type: ignore[attr-defined]
+            return out
+        except (AttributeError, TypeError):
+            return items
+    if isinstance(obj, (list, tuple)):
+        values: list[Any] = [_rebuild(v, results) for v in obj]
+        kind: Any = type(obj)
+        if kind in (list, tuple):
+            return kind(values)
+        if hasattr(obj, "_fields"):  # a named tuple
+            return kind(*values)
+        try:
+            return kind(values)
+        except TypeError:
+            return tuple(values) if isinstance(obj, tuple) else values
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        made: Any = _copy_module.copy(obj)  # (frozen ones too, and fields outside __init__)
+        for f in dataclasses.fields(obj):
+            object.__setattr__(made, f.name, _rebuild(getattr(obj, f.name), results))
+        return made
+    return obj
+
+
+def convert_leaves(found: list[tuple[str, object]], leaf: Leaf) -> dict[int, object]:
+    """Each ``(path, object)`` converted (tables to dicts of columns), by
+    ``id`` of the object, with one CopyWarning naming the copied ones.
+    Arrays whose memory overlaps and that must all be copied for reasons one
+    region can settle (read-only, device, dtype, alignment, ``copy=True``)
+    are copied as one region, so they still share memory afterwards."""
+    said: dict[str, tuple[Fix, ...]] = {}
+    out: dict[int, object] = {}
+    arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]] = []
+    for path, obj in found:
+        if is_table(obj):
+            out[id(obj)] = _table_dict(obj, leaf, None, False, said, path)
+        else:
+            t, made = leaf.imported(obj)
+            arrays.append((path, obj, t, made))
+    shared = _share_regions(arrays, leaf, said) if len(arrays) > 1 else {}
+    for path, obj, t, made in arrays:
+        if id(obj) in shared:
+            out[id(obj)] = shared[id(obj)]
+            continue
+        t, p = leaf.prepare_imported(t, made)
+        said[path] = p.fixes
+        out[id(obj)] = leaf.make(t, p)
+    leaf.warn(said)
+    return out
+
+
+def _extent(t: Tensor) -> tuple[int, int]:
+    """The bytes ``t`` reads: [first, end)."""
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n > 1:
+            step = (n - 1) * s * t.itemsize
+            lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+    return lo, hi + t.itemsize
+
+
+def _share_regions(arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], leaf: Leaf,
+                   said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
+    """The converted arrays of every group whose memory overlaps and which one
+    region's copy settles (each then a view of that copy), by ``id``."""
+    spans = sorted(((_extent(t), i) for i, (_, _, t, _) in enumerate(arrays) if t.numel() > 0),
+                   key=lambda e: (str(arrays[e[1]][2].device), e[0]))  # fmt: skip
+    groups: list[list[int]] = []
+    end, dev = -1, ""
+    for (lo, hi), i in spans:
+        d = str(arrays[i][2].device)
+        if groups and d == dev and lo < end:
+            groups[-1].append(i)
+            end = max(end, hi)
+        else:
+            groups.append([i])
+            end, dev = hi, d
+    out: dict[int, object] = {}
+    for g in groups:
+        if len(g) > 1:
+            out.update(_share_one(g, arrays, leaf, said))
+    return out
+
+
+def _share_one(g: list[int], arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], leaf: Leaf,
+               said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
+    members = [arrays[i] for i in g]
+    dt = members[0][2].dtype
+    planned = [leaf.dry_plan(t, made) for _, _, t, made in members]
+    kinds = {f.kind for p in planned for f in p.fixes if f.copies}
+    if not kinds or not kinds <= _REGION_KINDS or any(t.dtype is not dt for _, _, t, _ in members):
+        return {}
+    lo = min(_extent(t)[0] for _, _, t, _ in members)
+    hi = max(_extent(t)[1] for _, _, t, _ in members)
+    if any((t.data_ptr() - lo) % dt.itemsize for _, _, t, _ in members):
+        return {}
+    first = members[0][2]
+    region: Tensor = _C.from_memory(lo, dt, ((hi - lo) // dt.itemsize,), (dt.itemsize,),
+                                    tuple(t for _, _, t, _ in members), any(t.is_readonly for _, _, t, _ in members),
+                                    first.__dlpack_device__())  # fmt: skip
+    copied = leaf.region_copy(region)
+    out: dict[int, object] = {}
+    views = []
+    for (path, obj, t, _), p in zip(members, planned):
+        v = copied.as_strided(t.shape, t.stride(), (t.data_ptr() - lo) // dt.itemsize)
+        again = leaf.replan(v)
+        if again.copies:  # (its alignment, say): this group cannot share; each is copied alone
+            return {}
+        views.append((path, obj, v, p, again))
+    for path, obj, v, p, again in views:
+        said[path] = tuple(f for f in p.fixes if f.copies) + again.fixes
+        out[id(obj)] = leaf.make(v, again)
+    return out
+
+
+# ------------------------------------------------------------------ tables
+
+
+def _column_names(obj: object) -> list[str]:
+    names: Any = getattr(obj, "column_names", None)
+    if names is None:
+        names = getattr(obj, "columns", ())
+    return [str(c) for c in names]
+
+
+def _column(obj: object, name: str) -> object:
+    """One column of a table, as the object convert imports (zero-copy where
+    the library allows: a NumPy-backed pandas column as its ndarray)."""
+    top = type(obj).__module__.split(".")[0]
+    if top == "pyarrow":
+        return obj.column(name)  # type: ignore[attr-defined]
+    if top == "polars":
+        return obj.get_column(name)  # type: ignore[attr-defined]
+    if top == "pandas":
+        s = obj[name]  # type: ignore[index]
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufcmM":
+            return s.to_numpy(copy=False)
+        return s
+    return obj[name]  # type: ignore[index]
+
+
+def _as_table(obj: object) -> object:
+    """A table convert reads columns of: itself, or an interchange-protocol
+    (``__dataframe__``) object read by pyarrow."""
+    if type(obj).__module__.split(".")[0] in ("pyarrow", "polars", "pandas"):
+        return obj
+    try:
+        import pyarrow.interchange as pai
+    except ImportError as e:  # pragma: no cover (pyarrow is the arrow extra)
+        raise TypeError(f"convert(): a {type(obj).__name__} is read through pyarrow (pip install "
+                        "dlpack-bridge[arrow])") from e  # fmt: skip
+    return pai.from_dataframe(obj)  # type: ignore[attr-defined]
+
+
+def convert_table(obj: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> object:
+    """A table converted: a dict of column name -> converted column, or with
+    ``stack`` one 2-D array (rows x columns)."""
+    said: dict[str, tuple[Fix, ...]] = {}
+    out = _table_dict(obj, leaf, columns, stack, said, "")
+    leaf.warn(said)
+    return out
+
+
+def _table_dict(obj: object, leaf: Leaf, columns: list[str] | None, stack: bool,
+                said: dict[str, tuple[Fix, ...]], path: str) -> object:  # fmt: skip
+    table = _as_table(obj)
+    names = _column_names(table)
+    if columns is None:
+        columns = names
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ValueError(f"convert(columns=...): no column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(map(repr, missing))}; the table has {', '.join(map(repr, names))}")  # fmt: skip
+    if stack:
+        return _stacked(table, columns, leaf, said, path)
+    found = [(f"{path}[{c!r}]", _column(table, c)) for c in columns]
+    results: dict[str, object] = {}
+    for (p, col), c in zip(found, columns):
+        t, made = leaf.imported(col)
+        t, plan = leaf.prepare_imported(t, made)
+        said[p] = plan.fixes
+        results[c] = leaf.make(t, plan)
+    return results
+
+
+def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tuple[Fix, ...]], path: str) -> object:
+    """The chosen columns as one 2-D array: a view when they lie one stride
+    apart in one memory (a NumPy-backed frame's block), else one copy
+    straight into the result (a cast on the way when ``dtype=`` asks)."""
+    from bridge.crossing.convert import Fix
+
+    if not columns:
+        raise ValueError("convert(stack=True): no columns to stack")
+    parts: list[Tensor] = []
+    made_all: list[Fix] = []
+    for c in columns:
+        t, made = leaf.imported(_column(table, c))
+        if t.ndim != 1:
+            raise ValueError(f"convert(stack=True): column {c!r} is {t.ndim}-d; stacking takes 1-d columns")
+        parts.append(t)
+        made_all += made
+    dtypes = {t.dtype.name for t in parts}
+    target = leaf.w.dtype
+    if target is None and len(dtypes) > 1:
+        raise ValueError(f"convert(stack=True): the columns have dtypes {', '.join(sorted(dtypes))}; pass "
+                         "dtype= to cast them into one")  # fmt: skip
+    rows = parts[0].shape[0]
+    if any(t.shape[0] != rows for t in parts):  # (a table's columns never differ; a guard for odd frames)
+        raise ValueError("convert(stack=True): the columns differ in length")
+    dt = parts[0].dtype
+    view = _one_stride_apart(parts) if target in (None, dt) else None
+    if view is not None:
+        t, p = leaf.prepare_imported(view, tuple(made_all))
+    else:
+        out: Tensor = _C.new_empty((rows, len(parts)), target or dt, False)
+        for j, t in enumerate(parts):
+            out[:, j].copy_(t)
+        fix = Fix("stack", f"the {len(parts)} columns lie in separate memory and one 2-D array is one buffer: "
+                           "bridge copies them into it" + (f" as {target.name}" if target not in (None, dt) else ""),
+                  True, True)  # fmt: skip
+        t = out
+        p = leaf.replan(t)
+        from bridge.crossing.convert import Plan
+
+        p = Plan(p.destination, (*made_all, fix, *p.fixes))
+    said[path or "[stacked]"] = p.fixes
+    return leaf.make(t, p)
+
+
+def _one_stride_apart(parts: list[Tensor]) -> Tensor | None:
+    """The 2-D view (rows x columns) of 1-d tensors of one dtype and device
+    whose first elements lie one byte stride apart and whose row strides are
+    equal; None when they do not."""
+    first = parts[0]
+    rows, dt = first.shape[0], first.dtype
+    if rows == 0 or any(t.dtype is not dt or t.device != first.device for t in parts):
+        return None
+    step = parts[1].data_ptr() - first.data_ptr() if len(parts) > 1 else dt.itemsize
+    row_stride = first.stride()[0] if rows > 1 else 1
+    for j, t in enumerate(parts):
+        if t.data_ptr() != first.data_ptr() + j * step or (rows > 1 and t.stride()[0] != row_stride):
+            return None
+    if step % dt.itemsize:
+        return None
+    view: Tensor = _C.from_memory(first.data_ptr(), dt, (rows, len(parts)), (row_stride * dt.itemsize, step),
+                                  tuple(parts), any(t.is_readonly for t in parts), first.__dlpack_device__())
+    return view
+
+
+# ------------------------------------------------------------------ streams
+
+
+class Batches(Iterator[Any]):
+    """A stream converted lazily: each ``next()`` reads the source's next
+    batch (a record batch, a table) and returns it converted as a table is
+    (a dict of columns, or one 2-D array with ``stack=True``). It holds no
+    batch between calls: memory held is what the caller keeps."""
+
+    def __init__(self, source: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> None:
+        self._leaf, self._columns, self._stack = leaf, columns, stack
+        self._source: Iterator[Any] = _batches_of(source)
+
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._source)
+        if not is_table(batch):
+            raise TypeError(f"convert(): a stream's items must be tables or record batches, got a "
+                            f"{type(batch).__name__}")  # fmt: skip
+        return convert_table(batch, self._leaf, self._columns, self._stack)
+
+
+def _batches_of(source: object) -> Iterator[Any]:
+    """The batches of a stream: an iterator as it is; a RecordBatchReader, and
+    any other ``__arrow_c_stream__`` of record batches read by pyarrow."""
+    tp = type(source)
+    if tp.__name__ == "RecordBatchReader" and tp.__module__.startswith("pyarrow"):
+        return iter(source)  # type: ignore[call-overload,no-any-return]
+    if isinstance(source, Iterator):
+        return source
+    import pyarrow as pa
+
+    return iter(pa.RecordBatchReader.from_stream(source))  # type: ignore[arg-type]

@@ -1,0 +1,358 @@
+"""``bridge.convert`` for the units people move (bridge/crossing/units.py and
+the C batch loop in cdefs/crossing/convert.c): batches, tables, streams, and
+``dtype=``/``device=``/``contiguous=``/``writable=`` on the way. Zero-copy is
+proven by address through each library's own API; copies by the plan's named
+fixes and the CopyWarning."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+import torch
+from convert_helpers import spy
+
+import bridge
+from bridge.crossing.convert import plan
+
+pa = pytest.importorskip("pyarrow")
+
+
+def _ro(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a.flags.writeable = False
+    return a
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No CopyWarning may be raised inside (an error if one is)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bridge.CopyWarning)
+        yield
+
+
+class Pair(NamedTuple):
+    image: Any
+    label: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    x: Any
+    meta: Any
+    extra: Any = dataclasses.field(default=None, init=False)
+
+
+# ------------------------------------------------------------------ batches
+
+
+def test_a_nested_batch_keeps_its_structure_and_shares_every_array() -> None:
+    a, b, c = np.ones((2, 3), np.float32), np.arange(4), np.zeros(5, np.int16)
+    batch = {"x": a, "pair": Pair(b, "cat"), "more": [c, 3, None, (a.T,)], "sample": Sample(c, {"id": 7})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bridge.CopyWarning)
+        out = bridge.convert(batch, torch)
+    assert type(out) is dict and list(out) == ["x", "pair", "more", "sample"]
+    assert isinstance(out["x"], torch.Tensor) and out["x"].data_ptr() == a.ctypes.data
+    assert type(out["pair"]) is Pair and out["pair"].label == "cat" and out["pair"].image.data_ptr() == b.ctypes.data
+    more = out["more"]
+    assert type(more) is list and more[1:3] == [3, None] and type(more[3]) is tuple
+    assert more[0].data_ptr() == c.ctypes.data and more[3][0].stride() == (1, 3)  # the transpose's view
+    assert type(out["sample"]) is Sample and out["sample"].meta == {"id": 7}
+    assert out["sample"].x.data_ptr() == c.ctypes.data
+    a[0, 0] = 5
+    assert out["x"][0, 0] == 5  # shared, not copied
+
+
+def test_a_batch_of_plain_arrays_takes_the_fast_path_once() -> None:
+    d = {f"k{i}": np.full(3, i, np.float32) for i in range(8)}
+    bridge.convert(d, torch)
+    with spy() as calls:
+        out = bridge.convert(d, torch)
+        listed = bridge.convert(list(d.values()), np)
+        nested = bridge.convert((d, [d["k0"]], "label"), torch)
+    assert calls == []
+    assert [t.data_ptr() for t in out.values()] == [a.ctypes.data for a in d.values()]
+    assert [x.ctypes.data for x in listed] == [a.ctypes.data for a in d.values()]
+    assert nested[2] == "label" and nested[1][0].data_ptr() == d["k0"].ctypes.data
+
+
+def test_a_leaf_the_fast_path_leaves_makes_the_batch_the_general_paths() -> None:
+    d = {"ok": np.ones(3), "flipped": np.arange(6.0)[::-1]}
+    with spy() as calls, pytest.warns(bridge.CopyWarning) as caught:
+        out = bridge.convert(d, torch)
+    assert len(calls) == 1 and calls[0] is d  # the whole batch, once
+    assert len(caught) == 1
+    w = caught[0].message
+    assert isinstance(w, bridge.CopyWarning) and list(w.leaves) == ["['flipped']"] and w.kind == "layout"
+    assert "copied 1 of 2 arrays: ['flipped']: torch cannot hold negative strides" in str(w)
+    with pytest.warns(bridge.CopyWarning) as again:
+        bridge.convert(d, torch)
+    assert again[0].filename == __file__  # at the caller's line
+    assert out["ok"].data_ptr() == d["ok"].ctypes.data and out["flipped"].tolist() == d["flipped"].tolist()
+
+
+def test_overlapping_leaves_copied_for_one_reason_still_share_memory() -> None:
+    base = _ro(np.arange(12.0).reshape(3, 4))
+    batch = {"inputs": base[:, :-1], "targets": base[:, 1:], "all": base}
+    with pytest.warns(bridge.CopyWarning, match="copied 3 of 3 arrays") as caught:
+        out = bridge.convert(batch, torch)
+    assert {f.kind for f in caught[0].message.fixes if f.copies} == {"read-only"}  # type: ignore[union-attr]
+    assert out["all"].data_ptr() != base.ctypes.data  # torch writes: a copy ...
+    assert out["inputs"].data_ptr() == out["all"].data_ptr()  # ... one copy, which they all view
+    assert out["targets"].data_ptr() == out["all"].data_ptr() + 8
+    out["all"][0, 1] = 100.0
+    assert out["inputs"][0, 1] == 100.0 and out["targets"][0, 0] == 100.0
+    assert base[0, 1] == 1.0
+
+
+def test_the_same_array_twice_is_one_result() -> None:
+    a = _ro(np.arange(3.0))
+    with pytest.warns(bridge.CopyWarning):
+        out = bridge.convert({"a": a, "again": a, "b": [a]}, torch)
+    assert out["a"] is out["again"] is out["b"][0]
+
+
+def test_copy_false_and_copy_true_apply_to_every_leaf() -> None:
+    base = np.arange(6.0)
+    with pytest.raises(BufferError, match="copy=False"):
+        bridge.convert({"x": base, "y": base[::-1]}, torch, copy=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bridge.CopyWarning)
+        out = bridge.convert({"x": base, "y": base[2:]}, torch, copy=True)
+    assert out["x"].data_ptr() != base.ctypes.data
+    assert out["y"].data_ptr() == out["x"].data_ptr() + 16  # copied as one region: still one memory
+
+
+def test_containers_keep_their_types() -> None:
+    a = np.ones(2)
+    od = collections.OrderedDict(b=a, a=a)
+    dd: collections.defaultdict[str, Any] = collections.defaultdict(list, x=a)
+    out = bridge.convert({"od": od, "dd": dd}, np)
+    assert type(out["od"]) is collections.OrderedDict and list(out["od"]) == ["b", "a"]
+    assert type(out["dd"]) is collections.defaultdict and out["dd"].default_factory is list
+    assert out["dd"]["x"].ctypes.data == a.ctypes.data
+
+
+def test_a_batch_without_arrays_is_refused_as_python_values_are() -> None:
+    for values in ([1, 2, 3], (1.0, "x"), {"a": 1}, [[1], [2]]):
+        with pytest.raises(TypeError, match="holds values, not memory"):
+            bridge.convert(values, torch)
+
+
+def test_batch_arguments_of_tables_only_are_refused() -> None:
+    with pytest.raises(TypeError, match="columns= and stack= are for tables"):
+        bridge.convert({"a": np.ones(2)}, np, columns=["a"])
+    with pytest.raises(TypeError, match="stack must be True or False"):
+        bridge.convert({"a": np.ones(2)}, np, stack="yes")
+
+
+# ------------------------------------------------------------------ tables
+
+
+def _buffer_address(col: Any) -> int:
+    chunk = col.chunk(0) if hasattr(col, "chunk") else col
+    return int(chunk.buffers()[1].address) + chunk.offset * chunk.type.bit_width // 8
+
+
+@pytest.mark.parametrize("kind", ["table", "record-batch"])
+def test_a_pyarrow_table_is_a_dict_of_zero_copy_columns(kind: str) -> None:
+    t = pa.table({"a": [1.0, 2.0, 3.0], "b": pa.array([1, 2, 3], pa.int32())})
+    if kind == "record-batch":
+        t = t.to_batches()[0]
+    with _quiet():
+        out = bridge.convert(t, np)
+    assert list(out) == ["a", "b"] and out["b"].dtype == np.int32
+    for name in out:
+        assert out[name].ctypes.data == _buffer_address(t.column(name))
+        assert not out[name].flags.writeable  # Arrow's memory stays read-only
+    with _quiet():
+        jx = bridge.convert(t, "jax", columns=["b"])
+    assert list(jx) == ["b"] and np.asarray(jx["b"]).tolist() == [1, 2, 3]
+
+
+def test_polars_and_pandas_frames() -> None:
+    pl = pytest.importorskip("polars")
+    pd = pytest.importorskip("pandas")
+    df = pl.DataFrame({"a": [1.0, 2.0], "n": [3, 4]})
+    with _quiet():
+        out = bridge.convert(df, np)
+    assert out["a"].tolist() == [1.0, 2.0] and out["n"].tolist() == [3, 4]
+    assert out["a"].ctypes.data == df["a"].to_numpy().ctypes.data  # polars' own zero-copy view
+    frame = pd.DataFrame(np.arange(6.0).reshape(3, 2), columns=["x", "y"])
+    with _quiet():
+        cols = bridge.convert(frame, np)
+    assert np.shares_memory(cols["x"], frame.to_numpy()) and cols["y"].tolist() == [1.0, 3.0, 5.0]
+
+
+def test_stack_is_a_view_where_columns_lie_one_stride_apart() -> None:
+    pd = pytest.importorskip("pandas")
+    block = np.arange(12.0).reshape(4, 3)
+    frame = pd.DataFrame(block, columns=["a", "b", "c"], copy=False)
+    with _quiet():
+        out = bridge.convert(frame, np, stack=True)
+    assert out.shape == (4, 3) and np.shares_memory(out, frame.to_numpy()) and out.tolist() == block.tolist()
+    with _quiet():
+        two = bridge.convert(frame, torch, stack=True, columns=["a", "c"], readonly="share")
+    assert two.tolist() == block[:, [0, 2]].tolist() and two.data_ptr() == block.ctypes.data  # a view of the block
+    with pytest.warns(bridge.CopyWarning, match="negative strides"):  # a view torch cannot hold: copied
+        back = bridge.convert(frame, torch, stack=True, columns=["c", "a"], readonly="share")
+    assert back.tolist() == block[:, [2, 0]].tolist()
+
+
+def test_stack_copies_separate_columns_once_straight_into_the_result() -> None:
+    t = pa.table({"a": [1.0, 2.0], "b": [3.0, 4.0], "n": [5, 6]})
+    with _quiet():  # asked for: named in the plan, no warning
+        out = bridge.convert(t, torch, stack=True, columns=["a", "b", "n"], dtype=torch.float32)
+    assert out.dtype == torch.float32 and out.tolist() == [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
+    assert out.is_contiguous()
+    with pytest.raises(ValueError, match="dtypes float64, int64; pass dtype="):
+        bridge.convert(t, torch, stack=True)
+
+
+def test_table_refusals_name_the_problem() -> None:
+    t = pa.table({"a": [1.0, None]})
+    with pytest.raises(ValueError, match="fill_null"):
+        bridge.convert(t, np)
+    with pytest.raises(ValueError, match=r"no column 'z'; the table has 'a'"):
+        bridge.convert(t, np, columns=["z"])
+    with pytest.raises(TypeError, match="columns must be a list of column names"):
+        bridge.convert(t, np, columns="a")
+
+
+def test_a_chunked_column_is_concatenated_and_named() -> None:
+    t = pa.Table.from_batches([pa.record_batch({"a": [1.0]}), pa.record_batch({"a": [2.0]})])
+    with pytest.warns(bridge.CopyWarning, match=r"\['a'\]: .*2 chunks") as caught:
+        out = bridge.convert(t, np)
+    assert caught[0].message.leaves["['a']"][0].kind == "concatenate"  # type: ignore[union-attr]
+    assert out["a"].tolist() == [1.0, 2.0]
+
+
+# ------------------------------------------------------------------ streams
+
+
+def test_a_stream_is_read_one_batch_per_next() -> None:
+    pulled: list[int] = []
+
+    def batches() -> Any:
+        for i in range(3):
+            pulled.append(i)
+            yield pa.record_batch({"v": pa.array([float(i)] * 4)})
+
+    it = bridge.convert(batches(), torch, readonly="share")
+    assert pulled == []  # lazy: nothing read yet
+    first = next(it)
+    assert pulled == [0] and first["v"].tolist() == [0.0] * 4
+    assert [d["v"][0].item() for d in it] == [1.0, 2.0] and pulled == [0, 1, 2]
+
+
+def test_record_batch_readers_and_parquet_batches(tmp_path: Any) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    t = pa.table({"x": np.arange(1000.0), "y": np.arange(1000, dtype=np.int32)})
+    pq.write_table(t, tmp_path / "f.parquet", row_group_size=300)
+    f = pq.ParquetFile(tmp_path / "f.parquet")
+    with _quiet():
+        got = [(d["x"].ctypes.data, d["x"].shape[0]) for d in bridge.convert(f.iter_batches(batch_size=300), np)]
+    assert [n for _, n in got] == [300, 300, 300, 100]
+    reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=400))
+    with _quiet():
+        stacked = list(bridge.convert(reader, np, stack=True, dtype=np.float64))
+    assert [s.shape for s in stacked] == [(400, 2), (400, 2), (200, 2)] and stacked[2][-1].tolist() == [999.0, 999.0]
+    with pytest.raises(TypeError, match="a stream's items must be tables or record batches, got a int"):
+        next(bridge.convert(iter([1, 2]), np))
+
+
+def test_a_stream_holds_one_batch_at_a_time() -> None:
+    """Resident memory over a 1 GiB stream of 32 MiB batches stays under two
+    batches above where it began (measured in a fresh interpreter)."""
+    code = textwrap.dedent("""
+        import resource, numpy as np, pyarrow as pa, bridge
+        MiB = 1 << 20
+        def batches():
+            for i in range(32):
+                yield pa.record_batch({"v": pa.array(np.full(32 * MiB // 8, float(i)))})
+        it = bridge.convert(batches(), np)
+        start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        total = 0.0
+        for d in it:
+            total += float(d["v"][0])
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(total, (peak - start) / MiB)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    total, grew = out.stdout.split()
+    assert float(total) == sum(range(32))
+    assert float(grew) < 2 * 32, f"resident memory grew {grew} MiB over a stream of 32 MiB batches"
+
+
+# ------------------------------------------------------------------ dtype, device and the other asks
+
+
+def test_dtype_casts_only_when_it_differs() -> None:
+    a = np.arange(6.0).reshape(2, 3)
+    with _quiet():
+        same = bridge.convert(a, torch, dtype=torch.float64)
+        same_np = bridge.convert(a, np, dtype="float64")
+    assert same.data_ptr() == a.ctypes.data and same_np.ctypes.data == a.ctypes.data
+    with _quiet():  # asked for: no warning
+        f32 = bridge.convert(a.T, torch, dtype=np.float32)
+    assert f32.dtype == torch.float32 and f32.is_contiguous() and f32.tolist() == a.T.tolist()
+    p = plan(a.T, torch, dtype=torch.float32)
+    assert [(f.kind, f.copies, f.asked) for f in p.fixes] == [("dtype", True, True)]  # one copy, layout included
+
+
+def test_lossy_casts_only_when_asked() -> None:
+    a = np.array([1.7, -2.5, 300.0])
+    with _quiet():
+        out = bridge.convert(a, torch, dtype=torch.int16)
+    assert out.tolist() == torch.tensor(a).to(torch.int16).tolist()  # torch's own cast, the reference
+    with pytest.raises(BufferError, match="pyarrow cannot hold complex128"):
+        bridge.convert(np.ones(2, np.complex128), "pyarrow")  # never cast on its own
+    with _quiet(), pytest.warns(np.exceptions.ComplexWarning):  # asked: NumPy's cast says what it drops
+        real = bridge.convert(np.array([1 + 2j]), "pyarrow", dtype="float64")
+    assert real.to_pylist() == [1.0]
+
+
+def test_asks_are_checked_against_the_destination() -> None:
+    a = np.arange(3.0)
+    with pytest.raises(ValueError, match=r"convert\(dtype=complex64\): pyarrow cannot hold complex64"):
+        bridge.convert(a, "pyarrow", dtype="complex64")
+    with pytest.raises(TypeError, match="cannot interpret"):
+        bridge.convert(a, torch, dtype=object())
+    with pytest.raises(ValueError, match=r"convert\(device=cuda\): numpy holds cpu memory, not cuda"):
+        bridge.convert(a, np, device="cuda")
+    with pytest.raises(ValueError, match="jax's arrays are immutable"):
+        bridge.convert(a, "jax", writable=True)
+    with pytest.raises(TypeError, match="contiguous must be True or False"):
+        bridge.convert(a, np, contiguous=1)
+    with pytest.raises(BufferError, match=r"convert\(copy=False\): dtype=float32 asks for a cast"):
+        bridge.convert(a, torch, dtype=torch.float32, copy=False)
+
+
+def test_device_cpu_contiguous_and_writable() -> None:
+    a = np.arange(6.0).reshape(2, 3)
+    with _quiet():
+        here = bridge.convert(a, torch, device="cpu")
+        dev = bridge.convert(a, torch, device=torch.device("cpu"), contiguous=True)
+    assert here.data_ptr() == dev.data_ptr() == a.ctypes.data
+    with _quiet():
+        c = bridge.convert(a.T, np, contiguous=True)
+    assert c.flags.c_contiguous and c.tolist() == a.T.tolist() and not np.shares_memory(c, a)
+    ro = _ro(np.arange(3.0))
+    with _quiet():
+        w = bridge.convert(ro, np, writable=True)
+        kept = bridge.convert(ro, np)
+    assert w.flags.writeable and not np.shares_memory(w, ro)
+    assert not kept.flags.writeable and kept.ctypes.data == ro.ctypes.data
