@@ -47,6 +47,8 @@ WRONG = [
     "assert_type(bridge.from_arrow(pa.array([1]), with_mask=True), bridge.Tensor)",
     "assert_type(bridge.arrow.to_array(t), Any)",
     "assert_type(check(t), Any)",
+    "assert_type(bridge.convert({'x': np.zeros(3)}, bridge.Tensor), bridge.Tensor)",
+    "assert_type(bridge.convert(pa.table({'a': [1.0]}), bridge.Tensor), bridge.Tensor)",
 ]
 
 

@@ -15,9 +15,9 @@ import dataclasses
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Literal, NamedTuple, Protocol, TypeVar, cast, overload
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
@@ -43,15 +43,85 @@ __all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnly
 _T = TypeVar("_T")
 
 
+_K = TypeVar("_K")
+
+
+class _DLPackArray(Protocol):
+    """An array by the DLPack protocol (torch, NumPy, jax, bridge, ...): what a
+    typed batch's leaves are."""
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class _ArrowTable(Protocol):
+    """A pyarrow Table or RecordBatch (for typing only)."""
+
+    @property
+    def column_names(self) -> list[str]: ...
+
+
+class _Frame(Protocol):
+    """A polars or pandas DataFrame (for typing only)."""
+
+    @property
+    def columns(self) -> Any: ...
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+
 class _Convert(Protocol):
-    """The type of :func:`convert` (a C function: ``_C.convert``)."""
+    """The type of :func:`convert` (a C function: ``_C.convert``): a type as
+    the destination types the result, per form (a typed batch of DLPack
+    arrays keeps its container; a table is a dict of columns, or one array
+    with ``stack=True``; a stream of tables an iterator of those); a module
+    or a name gives an object."""
 
     @overload
-    def __call__(self, obj: object, to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ...) -> _T: ...  # fmt: skip
+    def __call__(self, obj: _ArrowTable | _Frame, to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[False] = ...
+                 ) -> dict[str, _T]: ...  # fmt: skip
     @overload
-    def __call__(self, obj: object, to: object, *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ...) -> object: ...  # fmt: skip
+    def __call__(self, obj: _ArrowTable | _Frame, to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[True]) -> _T: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: Iterator[_ArrowTable | _Frame], to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[False] = ...
+                 ) -> Iterator[dict[str, _T]]: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: Iterator[_ArrowTable | _Frame], to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[True]
+                 ) -> Iterator[_T]: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: Mapping[_K, _DLPackArray], to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ...) -> dict[_K, _T]: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: list[_DLPackArray], to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ...) -> list[_T]: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: tuple[_DLPackArray, ...], to: type[_T], *, copy: bool | None = ...,
+                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ...) -> tuple[_T, ...]: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: Mapping[Any, Any] | list[Any] | tuple[Any, ...] | Iterator[Any], to: object, *,
+                 copy: bool | None = ..., readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ...,
+                 contiguous: bool = ..., writable: bool = ..., columns: list[str] | None = ...,
+                 stack: bool = ...) -> object: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: object, to: type[_T], *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...,
+                 dtype: object = ..., device: object = ..., contiguous: bool = ...,
+                 writable: bool = ...) -> _T: ...  # fmt: skip
+    @overload
+    def __call__(self, obj: object, to: object, *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...,
+                 dtype: object = ..., device: object = ..., contiguous: bool = ..., writable: bool = ...,
+                 columns: list[str] | None = ..., stack: bool = ...) -> object: ...  # fmt: skip
+
 
 #: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
 #: memory is on a device the destination does not hold), ``"layout"``

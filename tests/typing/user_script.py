@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, assert_type
 
 import numpy as np
@@ -57,3 +58,17 @@ assert_type(bridge.convert(np.zeros(3), bridge.Tensor), bridge.Tensor)
 assert_type(bridge.convert(t, "numpy", copy=False, readonly="error"), object)
 assert_type(bridge.convert(t, np), object)
 warning_kind: str = bridge.CopyWarning("copied", "layout", ()).kind
+
+# bridge.convert's units (issue 34): a batch keeps its container, a table is a dict of columns
+# (one array with stack=True), a stream of tables an iterator of those; mixed batches are objects.
+arrays = {"x": np.zeros(3), "y": np.ones(3)}
+assert_type(bridge.convert(arrays, bridge.Tensor), dict[str, bridge.Tensor])
+assert_type(bridge.convert([np.zeros(3), n], np.ndarray), list[np.ndarray[Any, Any]])
+assert_type(bridge.convert((n, n), bridge.Tensor, dtype="float32"), tuple[bridge.Tensor, ...])
+assert_type(bridge.convert({"x": n, "label": "cat"}, bridge.Tensor), object)
+table = pa.table({"a": [1.0]})
+assert_type(bridge.convert(table, np.ndarray), dict[str, np.ndarray[Any, Any]])
+assert_type(bridge.convert(table, bridge.Tensor, stack=True, dtype=np.float32), bridge.Tensor)
+assert_type(bridge.convert(iter(table.to_batches()), bridge.Tensor), Iterator[dict[str, bridge.Tensor]])
+assert_type(bridge.convert(iter(table.to_batches()), bridge.Tensor, stack=True), Iterator[bridge.Tensor])
+assert_type(bridge.convert(n, np.ndarray, device="cpu", contiguous=True, writable=True), np.ndarray[Any, Any])
