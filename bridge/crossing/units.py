@@ -430,8 +430,9 @@ def _one_stride_apart(parts: list[Tensor]) -> Tensor | None:
 
 class Batches(Iterator[Any]):
     """A stream converted lazily: each ``next()`` reads the source's next
-    batch (a record batch, a table) and returns it converted as a table is
-    (a dict of columns, or one 2-D array with ``stack=True``). It holds no
+    batch (a record batch, a table; a dict of arrays, as
+    ``bridge.arrow.read_ipc(batches=True)`` yields) and returns it converted as
+    a table is (a dict of columns, or one 2-D array with ``stack=True``). It holds no
     batch between calls: memory held is what the caller keeps."""
 
     def __init__(self, source: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> None:
@@ -443,10 +444,12 @@ class Batches(Iterator[Any]):
 
     def __next__(self) -> Any:
         batch = next(self._source)
-        if not is_table(batch):
-            raise TypeError(f"convert(): a stream's items must be tables or record batches, got a "
-                            f"{type(batch).__name__}")  # fmt: skip
-        return convert_table(batch, self._leaf, self._columns, self._stack)
+        if is_table(batch):
+            return convert_table(batch, self._leaf, self._columns, self._stack)
+        if isinstance(batch, Mapping) and not self._stack and self._columns is None:  # read_ipc(batches=True)'s
+            return convert_tree(batch, self._leaf)
+        raise TypeError(f"convert(): a stream's items must be tables or record batches (or, without columns= "
+                        f"and stack=, dicts of arrays), got a {type(batch).__name__}")  # fmt: skip
 
 
 def _batches_of(source: object) -> Iterator[Any]:

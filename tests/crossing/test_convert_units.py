@@ -268,7 +268,7 @@ def test_record_batch_readers_and_parquet_batches(tmp_path: Any) -> None:
     with _quiet():
         stacked = list(bridge.convert(reader, np, stack=True, dtype=np.float64))
     assert [s.shape for s in stacked] == [(400, 2), (400, 2), (200, 2)] and stacked[2][-1].tolist() == [999.0, 999.0]
-    with pytest.raises(TypeError, match="a stream's items must be tables or record batches, got a int"):
+    with pytest.raises(TypeError, match="a stream's items must be tables or record batches .*got a int"):
         next(bridge.convert(iter([1, 2]), np))
 
 
@@ -356,3 +356,20 @@ def test_device_cpu_contiguous_and_writable() -> None:
         kept = bridge.convert(ro, np)
     assert w.flags.writeable and not np.shares_memory(w, ro)
     assert not kept.flags.writeable and kept.ctypes.data == ro.ctypes.data
+
+
+def test_read_ipc_in_batches_is_a_stream(tmp_path: Any) -> None:
+    t = pa.table({"x": np.arange(10.0), "n": np.arange(10)})
+    with pa.OSFile(str(tmp_path / "f.arrow"), "wb") as sink, pa.ipc.new_file(sink, t.schema) as w:
+        for b in t.to_batches(max_chunksize=4):
+            w.write_batch(b)
+    it = bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=True, columns=["x"])
+    parts = [d["x"].tolist() for d in it]
+    assert parts == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0]]
+    with _quiet():
+        got = [d["n"] for d in bridge.convert(bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=True), np)]
+    assert [g.tolist() for g in got] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] and not got[0].flags.writeable
+    with pytest.raises(ValueError, match="no column named 'z'"):
+        bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=True, columns=["z"])  # checked before any batch
+    with pytest.raises(TypeError, match="batches must be bool"):
+        bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=1)  # type: ignore[call-overload]

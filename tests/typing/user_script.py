@@ -72,3 +72,5 @@ assert_type(bridge.convert(table, bridge.Tensor, stack=True, dtype=np.float32), 
 assert_type(bridge.convert(iter(table.to_batches()), bridge.Tensor), Iterator[dict[str, bridge.Tensor]])
 assert_type(bridge.convert(iter(table.to_batches()), bridge.Tensor, stack=True), Iterator[bridge.Tensor])
 assert_type(bridge.convert(n, np.ndarray, device="cpu", contiguous=True, writable=True), np.ndarray[Any, Any])
+assert_type(bridge.arrow.read_ipc(b""), dict[str, bridge.Tensor])
+assert_type(bridge.arrow.read_ipc(b"", batches=True), Iterator[dict[str, bridge.Tensor]])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from bridge.core import strides as S
 from bridge.core.layout import _empty
@@ -243,38 +243,56 @@ def _reader_format(f: Any) -> str:
     return "file" if bytes(head) == _FILE_MAGIC else "stream"
 
 
-def _read_all(f: Any, fmt: str | None) -> Any:
+def _reader(f: Any, fmt: str | None) -> Any:
+    """pyarrow's IPC reader of ``f`` (a file's or a stream's)."""
     pa = _pyarrow("read_ipc()")
 
     if fmt is None:
         fmt = _reader_format(f)
-    reader = pa.ipc.open_file(f) if fmt == "file" else pa.ipc.open_stream(f)
-    return reader.read_all()
+    return pa.ipc.open_file(f) if fmt == "file" else pa.ipc.open_stream(f)
 
 
-def _read_table(source: Any, fmt: str | None, memory_map: bool) -> Any:
+def _record_batches(reader: Any) -> Iterator[Any]:
+    """The record batches of an IPC reader, one at a time."""
+    if hasattr(reader, "num_record_batches"):  # a file: its batches by index
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+    else:
+        yield from reader
+
+
+@contextlib.contextmanager
+def _opened(source: Any, memory_map: bool) -> Iterator[Any]:
+    """``source`` as a readable pyarrow file, closed on leaving when it was
+    opened here (a path). Closing the file (its descriptor) leaves the
+    mapping to the buffers that slice it: the mapping goes when the last of
+    them does."""
     pa = _pyarrow("read_ipc()")
 
     if isinstance(source, (str, os.PathLike)):
         path = os.fsdecode(source)
-        # Closing the file (its descriptor) leaves the mapping to the buffers
-        # that slice it: the mapping goes when the last of them does.
         with pa.memory_map(path, "r") if memory_map else pa.OSFile(path, "rb") as f:
-            return _read_all(f, fmt)
-    if isinstance(source, pa.NativeFile):
+            yield f
+    elif isinstance(source, pa.NativeFile):
         if not source.readable():
             raise ValueError(
                 "read_ipc() needs a readable source; this NativeFile is open for writing"
             )
-        return _read_all(source, fmt)
-    if isinstance(source, (pa.Buffer, bytes, bytearray, memoryview)):
-        return _read_all(pa.BufferReader(source), fmt)
-    if callable(getattr(source, "read", None)):
-        return _read_all(pa.PythonFile(source, mode="r"), fmt)
-    raise TypeError(
-        "read_ipc() reads a path (str, os.PathLike), a pyarrow NativeFile or Buffer, bytes or a "
-        f"binary file object with .read(), got {type(source).__name__}"
-    )
+        yield source
+    elif isinstance(source, (pa.Buffer, bytes, bytearray, memoryview)):
+        yield pa.BufferReader(source)
+    elif callable(getattr(source, "read", None)):
+        yield pa.PythonFile(source, mode="r")
+    else:
+        raise TypeError(
+            "read_ipc() reads a path (str, os.PathLike), a pyarrow NativeFile or Buffer, bytes or a "
+            f"binary file object with .read(), got {type(source).__name__}"
+        )
+
+
+def _read_table(source: Any, fmt: str | None, memory_map: bool) -> Any:
+    with _opened(source, memory_map) as f:
+        return _reader(f, fmt).read_all()
 
 
 def _aligned_empty(shape: tuple[int, ...], dt: Any, alignment: int) -> Tensor:
@@ -352,6 +370,16 @@ def _column_tensor(name: str, col: Any, *, copy: bool, alignment: int) -> Tensor
     return out
 
 
+@overload
+def read_ipc(source: Any, *, memory_map: bool = ..., copy: bool = ..., alignment: int | None = ...,
+             format: str | None = ..., columns: Sequence[str] | None = ...,
+             batches: Literal[False] = ...) -> dict[str, Tensor]: ...  # fmt: skip
+@overload
+def read_ipc(source: Any, *, memory_map: bool = ..., copy: bool = ..., alignment: int | None = ...,
+             format: str | None = ..., columns: Sequence[str] | None = ...,
+             batches: Literal[True]) -> Iterator[dict[str, Tensor]]: ...  # fmt: skip
+
+
 def read_ipc(
     source: Any,
     *,
@@ -360,9 +388,13 @@ def read_ipc(
     alignment: int | None = None,
     format: str | None = None,
     columns: Sequence[str] | None = None,
-) -> dict[str, Tensor]:
+    batches: bool = False,
+) -> dict[str, Tensor] | Iterator[dict[str, Tensor]]:
     """Read the columns of an Arrow IPC file or stream as tensors, {name: tensor}
-    in the file's column order (or the order of ``columns``).
+    in the file's column order (or the order of ``columns``); with
+    ``batches=True``, an iterator of such dicts, one per record batch, read
+    one batch per ``next()`` (the file stays open until the iterator ends;
+    what ``bridge.convert`` takes as a stream).
 
     Reads what :func:`write_ipc` writes, and any IPC data whose columns are
     ``arrow.fixed_shape_tensor`` (an N-d tensor, the batch first; permutation
@@ -409,9 +441,21 @@ def read_ipc(
     align = _check_alignment(alignment)
     if not isinstance(memory_map, bool) or not isinstance(copy, bool):
         raise TypeError("memory_map and copy must be bool")
+    if not isinstance(batches, bool):
+        raise TypeError("batches must be bool")
     wanted = None if columns is None else _check_names(columns, "columns")
+    if batches:
+        return _read_batches(source, fmt, memory_map, wanted, copy, align)
     table = _read_table(source, fmt, memory_map)
-    names: list[str] = table.column_names
+    chosen = _chosen(table.column_names, wanted)
+    return {
+        name: _column_tensor(name, table.column(name), copy=copy, alignment=align)
+        for name in chosen
+    }
+
+
+def _chosen(names: list[str], wanted: list[str] | None) -> list[str]:
+    """The columns to read, checked against the data's (ValueError)."""
     if wanted is None:
         wanted = names
     for name in wanted:
@@ -420,7 +464,26 @@ def read_ipc(
     dup = sorted({n for n in wanted if names.count(n) > 1 or wanted.count(n) > 1})
     if dup:
         raise ValueError(f"column names {dup} occur more than once; a dict holds each name once")
-    return {
-        name: _column_tensor(name, table.column(name), copy=copy, alignment=align)
-        for name in wanted
-    }
+    return wanted
+
+
+def _read_batches(source: Any, fmt: str | None, memory_map: bool, wanted: list[str] | None, copy: bool,
+                  align: int) -> Iterator[dict[str, Tensor]]:  # fmt: skip
+    """read_ipc(batches=True): the schema read and the columns checked now,
+    each batch read at its ``next()``."""
+    pa = _pyarrow("read_ipc()")
+    stack = contextlib.ExitStack()
+    try:
+        reader = _reader(stack.enter_context(_opened(source, memory_map)), fmt)
+        chosen = _chosen(list(reader.schema.names), wanted)
+    except BaseException:
+        stack.close()
+        raise
+
+    def batches() -> Iterator[dict[str, Tensor]]:
+        with stack:
+            for batch in _record_batches(reader):
+                yield {name: _column_tensor(name, pa.chunked_array([batch.column(name)]), copy=copy, alignment=align)
+                       for name in chosen}  # fmt: skip
+
+    return batches()
