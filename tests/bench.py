@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from bench_common import MiB64, Row, torch, tvm_ffi  # noqa: F401  (re-exported: bench_ir reads bench.GROUPS)
 from bench_copy import copy_rows, overlap_rows
+from bench_units import batch_rows, polars_rows, table_rows
 from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
 
 import bridge
@@ -459,6 +460,9 @@ GROUPS: list[Callable[[], list[Row]]] = [
     convert_rows,
     convert_pair_rows,
     convert_source_rows,
+    batch_rows,
+    table_rows,
+    polars_rows,
 ]
 
 

@@ -26,7 +26,6 @@ from bridge.core.device import device
 from bridge.core.device import device as Device
 from bridge.core.dtypes import dtype as DType
 from bridge.core.dtypes import get_dtype, uint8
-from bridge.core.factories import empty
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing import units
@@ -495,7 +494,10 @@ def wants(h: Holds, dtype: object = None, device_: object = None, contiguous: ob
     dt = None if dtype is None else get_dtype(dtype)
     if dt is not None and not h.holds_dtype(dt.name):
         raise ValueError(f"convert(dtype={dt.name}): {h.name} cannot hold {dt.name}")
-    dev = None if device_ is None else device(device_)
+    if isinstance(device_, tuple) and len(device_) == 2 and all(type(v) is int for v in device_):
+        dev: Device | None = device.from_dlpack(*device_)  # a __dlpack_device__() pair
+    else:
+        dev = None if device_ is None else device(device_)
     if dev is not None and dev.type not in h.devices:
         raise ValueError(f"convert(device={dev}): {h.name} holds {', '.join(sorted(h.devices))} memory, "
                          f"not {dev.type}")  # fmt: skip
@@ -522,12 +524,27 @@ def _wanted(t: Tensor, w: Wants) -> tuple[Fix, ...]:
 
 
 def _make_wanted(t: Tensor, w: Wants) -> Tensor:
-    """``t`` as ``w`` asks, in one copy: new row-major memory of the dtype, on
-    the device, asked for, filled by ``copy_`` (the copy kernel and its casts
-    on the host; the CUDA copy engine, with its stream rules, for device
-    memory)."""
-    out: Tensor = empty(t.shape, dtype=w.dtype or t.dtype, device=w.device or t.device)
-    return out.copy_(t)
+    """``t`` as ``w`` asks: new row-major memory of the dtype asked for, filled
+    by ``copy_`` on the host (the copy kernel and its casts), moved by the
+    CUDA copy engine (``transfer``, its stream rules) when a device is asked
+    for: one copy for a move or a cast, two for both. bridge has no device
+    kernels: a cast of device memory goes through the host."""
+    dt = w.dtype or t.dtype
+    dev = w.device or t.device
+
+    def on_host(x: Tensor) -> Tensor:
+        out: Tensor = _C.new_empty(x.shape, dt, False)
+        return out.copy_(x)
+
+    if t.untyped_storage()._host_accessible:
+        if dev == t.device or dev.type == "cpu":
+            return on_host(t)
+        shaped = dt is t.dtype and t.is_contiguous()
+        return transfer(t if shaped else on_host(t), dev.to_dlpack())
+    host = transfer(t, (1, 0))
+    if dt is not t.dtype or not host.is_contiguous():
+        host = on_host(host)
+    return host if dev.type == "cpu" else transfer(host, dev.to_dlpack())
 
 
 def _prepare(t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, readonly: ReadOnlyPolicy,
@@ -624,7 +641,7 @@ def _make(t: Tensor, p: Plan, h: Holds, copy: bool | None) -> object:
         return take(h, t)
     if copy is False and p.copies:
         raise BufferError(f"convert(copy=False): {p.reasons}")
-    if any(f.kind in _BRIDGE_COPIES for f in p.fixes):
+    if any(f.kind in _BRIDGE_COPIES and not f.asked for f in p.fixes):  # (an ask's copy is made already)
         t = _copy(t, h)
     if any(f.kind in ("alias", "read-only-share") for f in p.fixes):
         t = _alias(t)

@@ -268,7 +268,7 @@ def test_record_batch_readers_and_parquet_batches(tmp_path: Any) -> None:
     with _quiet():
         stacked = list(bridge.convert(reader, np, stack=True, dtype=np.float64))
     assert [s.shape for s in stacked] == [(400, 2), (400, 2), (200, 2)] and stacked[2][-1].tolist() == [999.0, 999.0]
-    with pytest.raises(TypeError, match="a stream's items must be tables or record batches .*got a int"):
+    with pytest.raises(TypeError, match=r"a stream's items must be tables or record batches .*got a int"):
         next(bridge.convert(iter([1, 2]), np))
 
 
@@ -333,6 +333,9 @@ def test_asks_are_checked_against_the_destination() -> None:
         bridge.convert(a, torch, dtype=object())
     with pytest.raises(ValueError, match=r"convert\(device=cuda\): numpy holds cpu memory, not cuda"):
         bridge.convert(a, np, device="cuda")
+    with pytest.raises(ValueError, match="unknown DLPack device type 99"):
+        bridge.convert(a, np, device=(99, 0))
+    assert bridge.convert(a, np, device=(1, 0)).ctypes.data == a.ctypes.data  # a __dlpack_device__() pair
     with pytest.raises(ValueError, match="jax's arrays are immutable"):
         bridge.convert(a, "jax", writable=True)
     with pytest.raises(TypeError, match="contiguous must be True or False"):

@@ -497,3 +497,30 @@ def test_without_a_driver_in_this_process():
             with pytest.raises(RuntimeError, match="need the CUDA driver"):
                 copy()
     assert "cuda_clone" not in _C.UPCALLS and "cuda_copy" not in _C.UPCALLS  # one mechanism, in C
+
+
+def test_convert_moves_and_casts_on_the_way(fake):
+    """convert(device=...) moves between host and CUDA in one copy through the
+    copy engine, dtype= casts on the way (through the host for device memory)."""
+    run(fake, """
+    import warnings
+    from bridge.crossing.convert import plan
+    warnings.simplefilter("error", bridge.CopyWarning)  # asked for: named in the plan, never warned
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    reset()
+    up = bridge.convert(a, bridge, device="cuda")
+    assert up.device == bridge.device("cuda", 0) and up.shape == (3, 4)
+    assert [c.split()[0] for c in calls()] == ["cuMemcpyHtoDAsync_v2"]  # one copy
+    assert np.array_equal(host_of(up), a)
+    down = bridge.convert(up, np, device="cpu")
+    assert isinstance(down, np.ndarray) and np.array_equal(down, a)
+    reset()
+    cast = bridge.convert(a.T, bridge, device=(2, 0), dtype=bridge.float64)
+    assert cast.dtype == bridge.float64 and cast.is_contiguous() and np.array_equal(host_of(cast), a.T)
+    assert len(calls("cuMemcpyHtoD")) == 1
+    same = bridge.convert(up, bridge, device="cuda:0")
+    assert same.data_ptr() == up.data_ptr()  # already there: nothing moved
+    on_dev = bridge.convert(up, bridge, dtype="int32")  # a cast of device memory, through the host
+    assert on_dev.device == up.device and host_of(on_dev).tolist() == a.astype(np.int32).tolist()
+    assert [f.kind for f in plan(a, bridge, device="cuda").fixes] == ["device"]
+    """)
