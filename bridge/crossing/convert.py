@@ -662,7 +662,7 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
         _register(to, h)
     w = wants(h, dtype, device, contiguous, writable)
     if units.is_unit(obj) or columns is not None or stack:
-        return units.convert_unit(obj, h, Leaf(h, copy, readonly, w), columns=columns, stack=stack)
+        return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=columns, stack=stack)
     t, made = _import_fixed(obj)
     t, p = _prepare(t, made, h, copy, readonly, w)
     out = _make(t, p, h, copy)
@@ -695,6 +695,21 @@ class Leaf:
     copy: bool | None
     readonly: ReadOnlyPolicy
     w: Wants
+    to: object
+
+    def again(self, unit: object) -> object:
+        """``convert(unit, to)`` with this call's arguments: a unit made here
+        (a table's columns, as a dict) through convert itself, whose C loop
+        takes a batch whose every array holds as it is."""
+        kw: dict[str, object] = {}
+        if self.copy is not None:
+            kw["copy"] = self.copy
+        if self.readonly != "copy":
+            kw["readonly"] = self.readonly
+        if self.w is not NO_WANTS:
+            kw.update(dtype=self.w.dtype, device=self.w.device, contiguous=self.w.contiguous,
+                      writable=self.w.writable)  # fmt: skip
+        return convert(unit, self.to, **kw)  # type: ignore[call-overload]
 
     def imported(self, obj: object) -> tuple[Tensor, tuple[Fix, ...]]:
         """``obj`` imported, and the fixes its import made (convert's importers)."""

@@ -48,20 +48,32 @@ _REGION_KINDS = frozenset({"requested", "device", "alignment", "read-only", "dty
 # ------------------------------------------------------------------ what a unit is
 
 
+_TABLE_TYPES: dict[type, bool] = {}  # what a type is says it of every object of it: asked once per type
+
+
 def is_table(obj: object) -> bool:
     """Whether ``obj`` is a table of columns: the dataframe interchange
     protocol, or a DataFrame/Table/RecordBatch of pandas, polars, pyarrow and
     the like (polars 2 dropped ``__dataframe__``)."""
-    return hasattr(obj, "__dataframe__") or (type(obj).__name__ in _TABLES and
-                                             (hasattr(obj, "columns") or hasattr(obj, "column_names")))  # fmt: skip
+    tp = type(obj)
+    known = _TABLE_TYPES.get(tp)
+    if known is None:
+        known = _TABLE_TYPES[tp] = hasattr(tp, "__dataframe__") or (
+            tp.__name__ in _TABLES and (hasattr(tp, "columns") or hasattr(tp, "column_names")))  # fmt: skip
+    return known
+
+
+_ARRAY_TYPES: dict[type, bool] = {}
 
 
 def _is_array(obj: object) -> bool:
     """Whether ``obj`` is one array convert imports (a leaf to convert)."""
-    if isinstance(obj, (Tensor, np.ndarray, np.generic)):
-        return True
     tp = type(obj)
-    if any(hasattr(tp, m) for m in _ARRAY_METHODS):
+    known = _ARRAY_TYPES.get(tp)
+    if known is None:
+        known = _ARRAY_TYPES[tp] = issubclass(tp, (Tensor, np.ndarray, np.generic)) or any(
+            hasattr(tp, m) for m in _ARRAY_METHODS)  # fmt: skip
+    if known:
         return True
     # pyarrow's ChunkedArray and polars' or pandas' Series: one column, several chunks
     return hasattr(tp, "__arrow_c_stream__") and not is_table(obj) and not _is_record_stream(obj)
@@ -210,8 +222,8 @@ def convert_leaves(found: list[tuple[str, object]], leaf: Leaf) -> dict[int, obj
     out: dict[int, object] = {}
     arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]] = []
     for path, obj in found:
-        if is_table(obj):
-            out[id(obj)] = _table_dict(obj, leaf, None, False, said, path)
+        if is_table(obj):  # (its own call: its own CopyWarning)
+            out[id(obj)] = convert_table(obj, leaf, None, False)
         else:
             t, made = leaf.imported(obj)
             arrays.append((path, obj, t, made))
@@ -301,10 +313,10 @@ def _column_names(obj: object) -> list[str]:
     return [str(c) for c in names]
 
 
-def _column(obj: object, name: str) -> object:
-    """One column of a table, as the object convert imports (zero-copy where
-    the library allows: a NumPy-backed pandas column as its ndarray)."""
-    top = type(obj).__module__.split(".")[0]
+def _column(obj: object, name: str, top: str) -> object:
+    """One column of a table (of module ``top``), as the object convert
+    imports (zero-copy where the library allows: a NumPy-backed pandas column
+    as its ndarray)."""
     if top == "pyarrow":
         return obj.column(name)  # type: ignore[attr-defined]
     if top == "polars":
@@ -331,48 +343,51 @@ def _as_table(obj: object) -> object:
 
 
 def convert_table(obj: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> object:
-    """A table converted: a dict of column name -> converted column, or with
-    ``stack`` one 2-D array (rows x columns)."""
-    said: dict[str, tuple[Fix, ...]] = {}
-    out = _table_dict(obj, leaf, columns, stack, said, "")
-    leaf.warn(said)
-    return out
-
-
-def _table_dict(obj: object, leaf: Leaf, columns: list[str] | None, stack: bool,
-                said: dict[str, tuple[Fix, ...]], path: str) -> object:  # fmt: skip
+    """A table converted: a dict of column name -> converted column (the
+    columns as a batch, through convert itself: its C loop takes them when
+    every one holds as it is), or with ``stack`` one 2-D array (rows x
+    columns)."""
     table = _as_table(obj)
     names = _column_names(table)
+    top = type(table).__module__.partition(".")[0]
+    if columns is None and top == "pyarrow":  # every column at once (a lookup by name scans the names)
+        if stack:
+            return _stack_call(table, names, leaf, top)
+        return leaf.again(dict(zip(names, table.columns)))  # type: ignore[attr-defined]
     if columns is None:
         columns = names
     missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"convert(columns=...): no column{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(map(repr, missing))}; the table has {', '.join(map(repr, names))}")  # fmt: skip
-    if stack:
-        return _stacked(table, columns, leaf, said, path)
-    found = [(f"{path}[{c!r}]", _column(table, c)) for c in columns]
-    results: dict[str, object] = {}
-    for (p, col), c in zip(found, columns):
-        t, made = leaf.imported(col)
-        t, plan = leaf.prepare_imported(t, made)
-        said[p] = plan.fixes
-        results[c] = leaf.make(t, plan)
-    return results
+    if not stack:
+        return leaf.again({c: _column(table, c, top) for c in columns})
+    return _stack_call(table, columns, leaf, top)
 
 
-def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tuple[Fix, ...]], path: str) -> object:
+def _stack_call(table: object, columns: list[str], leaf: Leaf, top: str) -> object:
+    """``stack=True``: the 2-D array, and one CopyWarning for what it copied unasked."""
+    said: dict[str, tuple[Fix, ...]] = {}
+    out = _stacked(table, columns, leaf, said, top)
+    leaf.warn(said)
+    return out
+
+
+def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tuple[Fix, ...]], top: str) -> object:
     """The chosen columns as one 2-D array: a view when they lie one stride
-    apart in one memory (a NumPy-backed frame's block), else one copy
-    straight into the result (a cast on the way when ``dtype=`` asks)."""
-    from bridge.crossing.convert import Fix
+    apart (a NumPy-backed frame's block) and the destination holds that view
+    as it is, else one copy straight into the result (a cast on the way when
+    ``dtype=`` asks), column by column into column-major memory where the
+    destination holds such strides (each column one contiguous run, as
+    polars' own to_torch makes it), else row-major."""
+    from bridge.crossing.convert import Fix, Plan
 
     if not columns:
         raise ValueError("convert(stack=True): no columns to stack")
     parts: list[Tensor] = []
     made_all: list[Fix] = []
     for c in columns:
-        t, made = leaf.imported(_column(table, c))
+        t, made = leaf.imported(_column(table, c, top))
         if t.ndim != 1:
             raise ValueError(f"convert(stack=True): column {c!r} is {t.ndim}-d; stacking takes 1-d columns")
         parts.append(t)
@@ -389,20 +404,25 @@ def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tupl
     view = _one_stride_apart(parts) if target in (None, dt) else None
     if view is not None:
         t, p = leaf.prepare_imported(view, tuple(made_all))
-    else:
+        if not p.unasked:  # (one the destination would copy anyway is copied as asked, below)
+            said["[stacked]"] = p.fixes
+            return leaf.make(t, p)
+    if leaf.h.strides == "contiguous":
         out: Tensor = _C.new_empty((rows, len(parts)), target or dt, False)
         for j, t in enumerate(parts):
             out[:, j].copy_(t)
-        fix = Fix("stack", f"the {len(parts)} columns lie in separate memory and one 2-D array is one buffer: "
-                           "bridge copies them into it" + (f" as {target.name}" if target not in (None, dt) else ""),
-                  True, True)  # fmt: skip
-        t = out
-        p = leaf.replan(t)
-        from bridge.crossing.convert import Plan
-
-        p = Plan(p.destination, (*made_all, fix, *p.fixes))
-    said[path or "[stacked]"] = p.fixes
-    return leaf.make(t, p)
+    else:
+        by_column: Tensor = _C.new_empty((len(parts), rows), target or dt, False)
+        for j, t in enumerate(parts):
+            by_column[j].copy_(t)
+        out = by_column.t()
+    cast = f" as {target.name}" if target not in (None, dt) else ""
+    fix = Fix("stack", f"the {len(parts)} columns lie in separate memory and one 2-D array is one buffer: "
+                       f"bridge copies them into it{cast}", True, True)  # fmt: skip
+    p = leaf.replan(out)
+    p = Plan(p.destination, (*made_all, fix, *p.fixes))
+    said["[stacked]"] = p.fixes
+    return leaf.make(out, p)
 
 
 def _one_stride_apart(parts: list[Tensor]) -> Tensor | None:
