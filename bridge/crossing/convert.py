@@ -573,6 +573,8 @@ def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnl
     _check_policy(copy, readonly)
     h = resolve(to)
     w = wants(h, dtype, device, contiguous, writable)
+    if not units.is_table(obj) and units.is_unit(obj):  # (a table's refusal names its columns)
+        raise TypeError(f"plan() takes one array, not a {type(obj).__name__}: plan each array of it")
     t, made = _import_fixed(obj)
     asked = _wanted(t, w)
     if asked:  # planned as if made: a fresh row-major copy of the dtype, on the device, asked for

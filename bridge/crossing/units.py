@@ -331,7 +331,11 @@ def _column(obj: object, name: str, top: str) -> object:
 
 def _as_table(obj: object) -> object:
     """A table convert reads columns of: itself, or an interchange-protocol
-    (``__dataframe__``) object read by pyarrow."""
+    (``__dataframe__``) object read by pyarrow. TypeError for a polars
+    LazyFrame, a query and not memory."""
+    if type(obj).__name__ == "LazyFrame":
+        raise TypeError("convert(): a polars LazyFrame is a query, not memory: collect() it first (or convert "
+                        "its batches: lf.collect_batches())")  # fmt: skip
     if type(obj).__module__.split(".")[0] in ("pyarrow", "polars", "pandas"):
         return obj
     try:
@@ -401,7 +405,7 @@ def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tupl
     if any(t.shape[0] != rows for t in parts):  # (a table's columns never differ; a guard for odd frames)
         raise ValueError("convert(stack=True): the columns differ in length")
     dt = parts[0].dtype
-    view = _one_stride_apart(parts) if target in (None, dt) else None
+    view = _one_stride_apart(parts, _block_of(table, top)) if target in (None, dt) else None
     if view is not None:
         t, p = leaf.prepare_imported(view, tuple(made_all))
         if not p.unasked:  # (one the destination would copy anyway is copied as asked, below)
@@ -425,13 +429,29 @@ def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tupl
     return leaf.make(out, p)
 
 
-def _one_stride_apart(parts: list[Tensor]) -> Tensor | None:
+def _block_of(table: object, top: str) -> Any:
+    """The one block of memory a table's columns may all lie in, as an
+    ndarray that owns it: a pandas frame's own ``to_numpy()`` when that is a
+    view of its single NumPy block (never a copy of it), else None. Columns
+    of other tables are separate buffers, however they happen to lie."""
+    if top != "pandas":
+        return None
+    try:
+        block = table.to_numpy(copy=False)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return None
+    return block if isinstance(block, np.ndarray) and block.dtype.kind in "biufc" else None
+
+
+def _one_stride_apart(parts: list[Tensor], block: Any) -> Tensor | None:
     """The 2-D view (rows x columns) of 1-d tensors of one dtype and device
     whose first elements lie one byte stride apart and whose row strides are
-    equal; None when they do not."""
+    equal, all inside ``block`` (an ndarray, kept alive by the view); None
+    when they do not. A view across separate allocations would hand the
+    destination memory nobody lent (torch reads a storage's whole span)."""
     first = parts[0]
     rows, dt = first.shape[0], first.dtype
-    if rows == 0 or any(t.dtype is not dt or t.device != first.device for t in parts):
+    if block is None or rows == 0 or any(t.dtype is not dt or t.device != first.device for t in parts):
         return None
     step = parts[1].data_ptr() - first.data_ptr() if len(parts) > 1 else dt.itemsize
     row_stride = first.stride()[0] if rows > 1 else 1
@@ -440,8 +460,12 @@ def _one_stride_apart(parts: list[Tensor]) -> Tensor | None:
             return None
     if step % dt.itemsize:
         return None
+    lo, hi = block.ctypes.data, block.ctypes.data + block.nbytes
+    if any(not (lo <= _extent(t)[0] and _extent(t)[1] <= hi) for t in parts):
+        return None
     view: Tensor = _C.from_memory(first.data_ptr(), dt, (rows, len(parts)), (row_stride * dt.itemsize, step),
-                                  tuple(parts), any(t.is_readonly for t in parts), first.__dlpack_device__())
+                                  (block, tuple(parts)), any(t.is_readonly for t in parts),
+                                  first.__dlpack_device__())  # fmt: skip
     return view
 
 

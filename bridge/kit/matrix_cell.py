@@ -25,7 +25,16 @@ from typing import Any
 import numpy as np
 
 from bridge.kit.matrix_grid import ALIGNMENT, Cell
-from bridge.kit.matrix_peers import Consumer, NotMade, arrow_address, produce
+from bridge.kit.matrix_holds import CONVERT_TABLE
+from bridge.kit.matrix_peers import (
+    Consumer,
+    NotMade,
+    RuleBroken,
+    arrow_address,
+    first_column,
+    produce,
+    produce_table,
+)
 
 __all__ = ["run_cell", "address_alignment"]
 
@@ -223,8 +232,10 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     says its alignment; ``on_compute`` before the consumer's library computes
     on its result, :attr:`Consumer.compute`, so that a crash there is told as
     one)."""
+    table = cell.protocol == CONVERT_TABLE
     try:
-        obj, expected = produce(cell.producer, cell.dtype, cell.layout, cell.readonly)
+        make = produce_table if table else produce
+        obj, expected = make(cell.producer, cell.dtype, cell.layout, cell.readonly)
     except NotMade as e:
         cell.verdict, cell.detail = "n/a", str(e)
         return cell
@@ -238,7 +249,7 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     ):
         cell.verdict, cell.detail = "n/a", f"{cell.producer} does not speak {cell.protocol}"
         return cell
-    src_addr = _producer_address(obj)
+    src_addr = _producer_address(first_column(obj) if table else obj)  # (a table's: its first column's)
     if src_addr is not None:
         cell.aligned = src_addr % ALIGNMENT == 0
         cell.alignment = address_alignment(src_addr)
@@ -291,7 +302,9 @@ _SOURCE_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+([\w.+-]+)")
 def _refusal(cell: Cell, e: Exception) -> Cell:
     """A consumer's exception: a refusal of an allowed type, or a violation of
     the exceptions rule (or of the keyword's rule, for a keyword the producer
-    does not take)."""
+    does not take; or of the rule a :class:`RuleBroken` names)."""
+    if isinstance(e, RuleBroken):  # what came back broke a rule before any array was judged
+        return _violate(cell, e.rule, e.detail)
     kind, text = type(e).__name__, _SOURCE_PATH.sub(r"\1", str(e).splitlines()[0])[:120] if str(e) else ""
     keyword = _KEYWORD_RULES.get(cell.protocol)
     if keyword and isinstance(e, TypeError) and keyword in text and "keyword" in text:

@@ -14,7 +14,7 @@ from typing import Any
 from bridge.core import dtypes as _dtypes
 from bridge.kit import matrix_holds as _holds
 
-__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "PEERS", "HEAVY_PEERS", "VERDICTS",
+__all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "TABLE_PRODUCERS", "PEERS", "HEAVY_PEERS", "VERDICTS",
            "COPY_REASONS", "ALIGNMENT", "Cell", "available", "bridge_at_fault", "culprits", "copy_reasons",
            "iter_cells"]  # fmt: skip
 
@@ -41,10 +41,14 @@ DEFAULT_DTYPES = ("bool", "uint8", "int64", "float16", "bfloat16", "float32", "c
 # arrow-device-stream: the consumer reads the producer's
 # __arrow_c_device_stream__; bridge-convert: bridge.convert(x, consumer), into
 # every destination of bridge.crossing.capabilities (the others are the
-# "direct" ones).
+# "direct" ones); bridge-convert-batch: the same tensor inside a batch (a dict
+# with a str and the tensor again in a list); bridge-convert-table: a table of
+# two columns from each producer that makes tables (pyarrow, polars, pandas).
 PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-interface", "buffer",
              "arrow", "arrow-device-stream", "cuda-array-interface", "jax-array",
-             _holds.CONVERT)  # fmt: skip
+             *_holds.CONVERTS)  # fmt: skip
+#: The producers that make tables (the ``bridge-convert-table`` cells' rows).
+TABLE_PRODUCERS = ("pyarrow", "polars", "pandas")
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
          "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
          "tensorflow", "warp", "cupy")  # fmt: skip
@@ -141,8 +145,8 @@ def bridge_at_fault(cell: Cell) -> bool:
         # producer, when the consumer passed its exception on.
         if "[raised by" in cell.detail:
             return cell.producer == "bridge"
-        return cell.consumer == "bridge" or cell.protocol == _holds.CONVERT
-    if cell.protocol == _holds.CONVERT:
+        return cell.consumer == "bridge" or cell.protocol in _holds.CONVERTS
+    if cell.protocol in _holds.CONVERTS:
         return True
     return cell.consumer == "bridge" or (cell.producer == "bridge" and cell.consumer == "numpy")
 
@@ -176,7 +180,7 @@ def culprits(cells: list[Cell]) -> list[str]:
 
 def _culprit(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:
     who = _culprit_direct(c, reference)
-    return "bridge" if who == c.consumer and c.protocol == _holds.CONVERT else who
+    return "bridge" if who == c.consumer and c.protocol in _holds.CONVERTS else who
 
 
 def _culprit_direct(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:

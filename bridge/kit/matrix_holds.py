@@ -40,11 +40,22 @@ from bridge.kit.matrix_frameworks import apply_layout
 if TYPE_CHECKING:  # (matrix_grid reads this module: the cells' type is imported for the checker only)
     from bridge.kit.matrix_grid import Cell
 
-__all__ = ["CONVERT", "ALIGNMENT", "LAYOUT_FIELDS", "record", "own_protocol", "Geometry", "geometry", "problems",
+__all__ = ["CONVERT", "CONVERT_BATCH", "CONVERT_TABLE", "CONVERTS", "ALIGNMENT", "LAYOUT_FIELDS", "record", "own_protocol", "Geometry", "geometry", "problems",
            "copy_reason", "Contradiction", "contradictions"]  # fmt: skip
 
 #: The protocol of the matrix that crosses through :func:`bridge.convert`.
 CONVERT = "bridge-convert"
+#: The protocol that crosses the case's tensor inside a batch
+#: (``bridge.convert({"x": x, "label": "cat", "again": [x]}, peer)``): the
+#: leaf judged as a ``bridge-convert`` cell, the batch by the ``batch`` rule.
+CONVERT_BATCH = "bridge-convert-batch"
+#: The protocol that crosses a table (two columns of the case's dtype) of the
+#: producers that make tables: ``bridge.convert(table, peer)``, judged by the
+#: ``table`` rule and, on its first column, as a ``bridge-convert`` cell.
+CONVERT_TABLE = "bridge-convert-table"
+#: Every protocol that crosses through :func:`bridge.convert` (whatever
+#: convert hands the destination is bridge's choice).
+CONVERTS = (CONVERT, CONVERT_BATCH, CONVERT_TABLE)
 #: The largest alignment, in bytes, a destination asks its memory to have
 #: (jax and tensorflow: 64): what the matrix checks each source's first
 #: element for (:attr:`bridge.kit.matrix_grid.Cell.aligned`).

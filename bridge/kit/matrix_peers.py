@@ -20,10 +20,10 @@ from bridge.crossing.capabilities import DESTINATIONS
 from bridge.kit import matrix_frameworks as _frameworks
 from bridge.kit.matrix_frameworks import COMPONENT_ALIGNED
 from bridge.kit.matrix_grid import available
-from bridge.kit.matrix_holds import CONVERT, own_protocol
+from bridge.kit.matrix_holds import CONVERT, CONVERT_BATCH, CONVERT_TABLE, CONVERTS, own_protocol
 
-__all__ = ["reference", "NotMade", "produce", "Consumer", "consumers", "arrow_address", "CONSUMES", "Entry",
-           "consumer_entries"]
+__all__ = ["reference", "NotMade", "produce", "produce_table", "first_column", "table_values", "RuleBroken",
+           "Consumer", "consumers", "arrow_address", "CONSUMES", "Entry", "consumer_entries"]
 
 
 def _np_dtype(name: str) -> Any:
@@ -40,6 +40,17 @@ def reference(dtype: str, layout: str) -> np.ndarray[Any, Any]:
 
 class NotMade(Exception):
     """A producer cannot make this case (the cell is n/a)."""
+
+
+class RuleBroken(Exception):
+    """What a consumer's ``take`` raises when what it got back breaks a rule
+    of its own before any array is judged (a batch that does not come back in
+    its structure, a table whose columns are not its own): the cell is a
+    violation of ``rule``, with ``detail`` (never a refusal)."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule, self.detail = rule, detail
 
 
 # ------------------------------------------------------------ producers
@@ -146,6 +157,63 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
     raise NotMade(f"unknown producer {peer}")
 
 
+#: The columns of a matrix table: the case's values, and the same reversed.
+TABLE_COLUMNS = ("a", "b")
+
+
+def produce_table(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np.ndarray[Any, Any]]:
+    """``(table, expected values of its first column)`` from a producer that
+    makes tables (pyarrow's Table, polars' and pandas' DataFrame): the
+    columns :data:`TABLE_COLUMNS`, the case's values flat and the same
+    reversed, each in its own buffer; NotMade for a case a table cannot be."""
+    if layout != "contiguous" or readonly:
+        raise NotMade("a table's columns are contiguous and writable")
+    a = np.ascontiguousarray(reference(dtype, "contiguous")).reshape(-1)
+    b = a[::-1].copy()
+    if peer in ("pyarrow", "polars"):
+        if dtype in ("bfloat16", "complex64", "complex128"):
+            raise NotMade("Arrow arrays are of Arrow's types")
+        if peer == "pyarrow":
+            import pyarrow as pa
+
+            return pa.table({"a": pa.array(a), "b": pa.array(b)}), a.copy()
+        import polars as pl
+
+        if dtype == "float16":
+            raise NotMade("polars has no float16")
+        return pl.DataFrame({"a": a, "b": b}), a.copy()
+    if peer == "pandas":
+        import pandas as pd
+
+        if dtype == "bfloat16":
+            raise NotMade("pandas has no bfloat16")
+        return pd.DataFrame({"a": a, "b": b}), a.copy()
+    raise NotMade(f"{peer} makes no tables")
+
+
+def first_column(table: Any) -> Any:
+    """A table's first column as convert imports it (a pyarrow Array of its
+    one chunk, a polars Series, a pandas column's ndarray): whose first
+    value's address the cell compares with the result's."""
+    top = type(table).__module__.partition(".")[0]
+    name = TABLE_COLUMNS[0]
+    if top == "pyarrow":
+        return table.column(name).chunk(0)
+    if top == "polars":
+        return table.get_column(name)
+    return table[name].to_numpy(copy=False)
+
+
+def table_values(table: Any) -> dict[str, np.ndarray[Any, Any]]:
+    """Each column of a table, in order, read through its own library."""
+    top = type(table).__module__.partition(".")[0]
+    if top == "pyarrow":
+        return {n: np.array(table.column(n).to_numpy(), copy=True) for n in table.column_names}
+    if top == "polars":
+        return {n: np.array(table.get_column(n).to_numpy(), copy=True) for n in table.columns}
+    return {str(n): np.array(table[n].to_numpy(), copy=True) for n in table.columns}
+
+
 def _bridge_component_aligned(ref: np.ndarray[Any, Any], dtype: str) -> Any:
     """``ref``'s values (of bridge's ``dtype``) in memory bridge allocated,
     viewed from half an element in: a view of bridge's (aligned) storage at a
@@ -235,7 +303,7 @@ CONSUMES: dict[str, tuple[str, ...]] = {
 # Every destination of bridge.convert also consumes through it (read from the
 # destination table, so a destination added there joins the matrix).
 for _name in DESTINATIONS:
-    CONSUMES[_name] = (*CONSUMES.get(_name, ()), CONVERT)
+    CONSUMES[_name] = (*CONSUMES.get(_name, ()), *CONVERTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -413,7 +481,7 @@ def consumers(only: set[str] | None = None) -> list[Consumer]:
     for name, h in DESTINATIONS.items():
         own = direct.get((name, own_protocol(h)))
         if want(name) and own is not None:
-            out.append(_through_convert(own))
+            out += [_through_convert(own, protocol) for protocol in CONVERTS]
     return out
 
 
@@ -438,12 +506,15 @@ def _arrow_first(a: Any) -> int | None:
     return arrow_address(a)
 
 
-def _through_convert(own: Consumer) -> Consumer:
+def _through_convert(own: Consumer, protocol: str = CONVERT) -> Consumer:
     """The ``bridge-convert`` consumer of destination ``own.peer``:
     ``bridge.convert(x, peer)``, its result read as the destination's own
     import's result is (``own``), and what it ``told``: the kind of the
     :class:`bridge.CopyWarning` it emitted (the reason of its copy) and the
-    fixes of its plan."""
+    fixes of its plan. ``protocol`` ``bridge-convert-batch``: ``x`` crossed
+    inside a batch (:func:`_batch_leaf` judges the batch, the cell its
+    ``"x"``); ``bridge-convert-table``: ``x`` is a table (:func:`_table_first`
+    judges the columns, the cell the first)."""
     import warnings
 
     import bridge
@@ -452,22 +523,22 @@ def _through_convert(own: Consumer) -> Consumer:
     peer = own.peer
     last = {"reason": "", "detail": ""}
 
-    def take(obj: Any) -> Any:
+    def converted(unit: Any, obj: Any) -> tuple[Any, list[Any]]:
         last["reason"] = last["detail"] = ""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", bridge.CopyWarning)
-            result = bridge.convert(obj, peer)
+            result = bridge.convert(unit, peer)
         said = [w.message for w in caught if isinstance(w.message, bridge.CopyWarning)]
         if said:
             last["reason"], last["detail"] = said[0].kind, str(said[0])
-        else:
+        elif obj is not None:
             try:  # the fixes that copy nothing, planned again: a one-shot exporter (pydlpack) refuses
                 fixes = plan(obj, peer).fixes
             except Exception:
                 fixes = ()
             if fixes:
                 last["detail"] = "convert: " + "; ".join(f"{f.kind} ({f.reason})" for f in fixes)
-        return result
+        return result, said
 
     values, address, dtype_of = own.values, own.address, own.dtype_of
     if peer == "pyarrow":
@@ -477,11 +548,89 @@ def _through_convert(own: Consumer) -> Consumer:
         address = lambda s: _np_address(s.to_numpy())  # noqa: E731
     if dtype_of is None:
         dtype_of = lambda r: _frameworks.dtype_name(np.asarray(values(r)).dtype)  # noqa: E731
-    return Consumer(peer, CONVERT, take, _or_bridge(values, lambda t: np.array(t.numpy(), copy=True)),
-                    _or_bridge(address, lambda t: t.data_ptr()), own.writable, poke=own.poke,
-                    dtype_of=_or_bridge(dtype_of, lambda t: t.dtype.name),
+    read = _or_bridge(values, lambda t: np.array(t.numpy(), copy=True))
+    where = _or_bridge(address, lambda t: t.data_ptr())
+
+    def take(obj: Any) -> Any:
+        if protocol == CONVERT_BATCH:
+            label = "".join(("c", "at"))  # a str of its own (not interned): kept means the very object
+            result, said = converted({"x": obj, "label": label, "again": [obj]}, obj)
+            return _batch_leaf(result, label, said, where)
+        if protocol == CONVERT_TABLE:
+            before = table_values(obj)
+            return _table_first(converted(obj, None)[0], before, read)
+        return converted(obj, obj)[0]
+
+    return Consumer(peer, protocol, take, read, where, own.writable,
+                    poke=own.poke, dtype_of=_or_bridge(dtype_of, lambda t: t.dtype.name),
                     told=lambda: (last["reason"], last["detail"]), compute=own.compute,
                     computes=own.computes)  # fmt: skip
+
+
+#: The paths a batch's CopyWarning may name: the one array of the batch (the
+#: same object again, in ``"again"``, is converted once, under its first path).
+_BATCH_LEAVES = {"['x']"}
+
+
+def _address_or_none(address: Callable[[Any], int | None], result: Any) -> int | None:
+    try:
+        return address(result)
+    except Exception:
+        return None
+
+
+def _batch_leaf(result: Any, label: str, said: list[Any], address: Callable[[Any], int | None]) -> Any:
+    """``result["x"]`` of ``bridge.convert({"x": x, "label": label, "again":
+    [x]}, peer)``, once the batch rule holds: a dict of the same keys in
+    order, ``label`` the very str, ``again`` a list of the very
+    ``result["x"]`` (one source object, one result: one import, one copy);
+    and at most one CopyWarning, naming ``['x']`` alone. :class:`RuleBroken`
+    (``batch``) says what broke."""
+    if type(result) is not dict or list(result) != ["x", "label", "again"]:
+        keys = list(result) if isinstance(result, dict) else None
+        raise RuleBroken("batch", f"the dict came back as a {type(result).__name__}"
+                                  f"{f' of keys {keys}' if keys is not None else ''}")  # fmt: skip
+    if result["label"] is not label:
+        raise RuleBroken("batch", f"the str leaf came back as {type(result['label']).__name__} "
+                                  f"{result['label']!r}, not the very object")  # fmt: skip
+    again = result["again"]
+    if type(again) is not list or len(again) != 1:
+        size = len(again) if isinstance(again, (list, tuple)) else "?"
+        raise RuleBroken("batch", f"the list [x] came back as a {type(again).__name__} of {size}")
+    if again[0] is not result["x"]:  # one source object, one result (and one import), shared or copied
+        first, second = _address_or_none(address, result["x"]), _address_or_none(address, again[0])
+        how = "copied into two results" if said or first != second else "imported twice (two results)"
+        raise RuleBroken("batch", f"the tensor, twice in the batch, was {how}")
+    if len(said) > 1:
+        raise RuleBroken("batch", f"{len(said)} CopyWarnings for one call")
+    if said:
+        leaves = set(getattr(said[0], "leaves", None) or ())
+        if leaves != _BATCH_LEAVES:
+            raise RuleBroken("batch", f"the CopyWarning names the leaves {sorted(leaves)}, not ['x']")
+    return result["x"]
+
+
+def _table_first(result: Any, before: dict[str, np.ndarray[Any, Any]], read: Callable[[Any], Any]) -> Any:
+    """The first column of ``bridge.convert(table, peer)``, once the table
+    rule holds: a dict of the table's columns in its order, each of the other
+    columns holding the values the table's own library read from it
+    (``before``; a column the checker cannot read is left to the first's
+    verdict). :class:`RuleBroken` (``table``) says what broke."""
+    if type(result) is not dict or list(result) != list(before):
+        keys = list(result) if isinstance(result, dict) else None
+        raise RuleBroken("table", f"the table came back as a {type(result).__name__}"
+                                  f"{f' of columns {keys}' if keys is not None else ''}, not a dict of "
+                                  f"{list(before)}")  # fmt: skip
+    names = list(before)
+    for name in names[1:]:
+        try:
+            got = np.asarray(read(result[name]))
+        except Exception:
+            continue
+        want = before[name]
+        if not np.array_equal(got, want):  # (the values are small integers: exact in every dtype)
+            raise RuleBroken("table", f"column {name!r} arrived with other values than the table's")
+    return result[names[0]]
 
 
 def _or_bridge(read: Callable[[Any], Any], by_bridge: Callable[[Any], Any]) -> Callable[[Any], Any]:

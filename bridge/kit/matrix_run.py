@@ -25,7 +25,8 @@ from typing import Any
 
 from bridge.kit.isolation import emit, run_child
 from bridge.kit.matrix_cell import run_cell
-from bridge.kit.matrix_grid import _MODULE, LAYOUTS, Cell, copy_reasons
+from bridge.kit.matrix_grid import _MODULE, LAYOUTS, TABLE_PRODUCERS, Cell, copy_reasons
+from bridge.kit.matrix_holds import CONVERT_TABLE
 from bridge.kit.matrix_peers import Consumer, consumers
 
 __all__ = ["plan", "run_matrix", "worker", "run_worker", "crash_line"]
@@ -49,7 +50,10 @@ def plan(
     """Every cell for the given producers, consumers (objects with ``peer``
     and ``protocol``: :class:`~bridge.kit.matrix_peers.Consumer` or
     :class:`~bridge.kit.matrix_peers.Entry`), dtypes and protocols. The
-    keyword protocols (dlpack-copy, dlpack-device) cross a smaller grid."""
+    keyword protocols (dlpack-copy, dlpack-device) cross a smaller grid; a
+    table (``bridge-convert-table``) is made by the producers that make
+    tables (:data:`~bridge.kit.matrix_grid.TABLE_PRODUCERS`), of each dtype,
+    its columns contiguous and writable."""
     cells = []
     wanted = set(protocols) if protocols else None
     dtypes, consumer_list = list(dtypes), list(consumer_list)
@@ -58,14 +62,17 @@ def plan(
             if wanted and c.protocol not in wanted:
                 continue
             keyword = c.protocol in _KEYWORD_PROTOCOLS
+            table = c.protocol == CONVERT_TABLE
+            if table and p not in TABLE_PRODUCERS:
+                continue
             for dt in dtypes:
                 if keyword and dt not in _KEYWORD_DTYPES and len(dtypes) > 1:
                     continue
                 for layout in LAYOUTS:
-                    if keyword and layout not in _KEYWORD_LAYOUTS:
+                    if (keyword and layout not in _KEYWORD_LAYOUTS) or (table and layout != "contiguous"):
                         continue
                     for ro in (False, True):
-                        if ro and p not in ("numpy", "bridge"):
+                        if ro and (table or p not in ("numpy", "bridge")):
                             continue
                         cells.append(Cell(p, c.peer, c.protocol, dt, layout, ro))
     return cells

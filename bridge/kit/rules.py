@@ -33,6 +33,8 @@ _ARRAY_DLPACK_DEVICE = (
 _ARROW_DEVICE = "https://arrow.apache.org/docs/format/CDeviceDataInterface.html"
 _JAX_ARRAY = "https://docs.jax.dev/en/latest/jep/28661-jax-array-protocol.html"
 _CUDA_STREAM = "https://nvidia.github.io/cuda-python/cuda-core/latest/interoperability.html#cuda-stream-protocol"
+_DEFAULT_CONVERT = "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.default_convert"
+_DATAFRAME_API = "https://data-apis.org/dataframe-protocol/latest/API.html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +147,18 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "the CUstream address as an int; a library that takes a stream takes such an object (or "
          "refuses it with TypeError, the array API's type for a stream it does not take).",
          _CUDA_STREAM),
+    Rule("batch", "bridge.convert", "Batches",
+         "A batch converts into the same structure: a dict with the same keys in order, every leaf "
+         "that is no array kept as the very object, every array converted once (the same array at two "
+         "places comes back as the one copy at both, or, shared, as views of the one memory), and at "
+         "most one CopyWarning per call, whose leaves name the path of each array it copied "
+         "(\"['x']\"), as torch's default_convert keeps a batch; bridge's docs/convert.md states it.",
+         _DEFAULT_CONVERT),
+    Rule("table", "bridge.convert", "Tables",
+         "A table converts into a dict of its column names, in the table's order, to the destination's "
+         "arrays, each holding the values the table's own library reads from that column (the columns "
+         "of the dataframe interchange protocol, by name, in order); bridge's docs/convert.md states "
+         "it.", _DATAFRAME_API),
 )}  # fmt: skip
 
 

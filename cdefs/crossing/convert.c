@@ -376,7 +376,14 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
        * array to be computed, as its __dlpack__ does; read-only), without
        * jax's Python __dlpack__ and __dlpack_device__; on a GPU it refuses
        * (CPU buffers only) and DLPack is asked instead */
-      PyObject *t = is_jax_array(tp) ? bridge_buffer_tensor(obj) : NULL;
+      int jax = is_jax_array(tp);
+      if (batching && !jax) /* asking may use a one-shot producer up: the general path asks it, once */
+        return Py_NewRef(needs_general);
+      PyObject *t = jax ? bridge_buffer_tensor(obj) : NULL;
+      if (t == NULL && batching) {
+        PyErr_Clear();
+        return Py_NewRef(needs_general);
+      }
       if (t == NULL && d->take != TAKE_BRIDGE) {
         /* a DLPack producer without the C API: asked once, as bridge.from_dlpack
          * asks it; a valid host tensor the destination holds goes to it as it
@@ -430,23 +437,71 @@ static int is_value(PyObject *o) {
          tp == &PyBytes_Type;
 }
 
+/* The results of a batch's leaves so far, by source object: the same array
+ * twice is one result (as on the general path), and one import (a
+ * destination may not take the same memory twice: paddle releases one of
+ * two imports of it). A few compared directly, the rest in a dict by address. */
+#define MEMO_DIRECT 16
+typedef struct {
+  Py_ssize_t n;
+  PyObject *keys[MEMO_DIRECT], *values[MEMO_DIRECT]; /* owned (a key cannot die and its address be reused) */
+  PyObject *more;                                    /* id -> (leaf, result), past MEMO_DIRECT */
+} memo;
+
+static PyObject *memo_get(memo *m, PyObject *leaf) {
+  for (Py_ssize_t i = 0; i < m->n && i < MEMO_DIRECT; i++)
+    if (m->keys[i] == leaf) return Py_NewRef(m->values[i]);
+  if (m->more == NULL) return NULL;
+  PyObject *key = PyLong_FromVoidPtr(leaf);
+  PyObject *found = key ? PyDict_GetItemWithError(m->more, key) : NULL;
+  Py_XDECREF(key);
+  return found ? Py_NewRef(PyTuple_GET_ITEM(found, 1)) : NULL;
+}
+
+static int memo_put(memo *m, PyObject *leaf, PyObject *result) {
+  if (m->n < MEMO_DIRECT) {
+    m->keys[m->n] = Py_NewRef(leaf);
+    m->values[m->n++] = Py_NewRef(result);
+    return 0;
+  }
+  if (m->more == NULL && (m->more = PyDict_New()) == NULL) return -1;
+  PyObject *key = PyLong_FromVoidPtr(leaf), *pair = PyTuple_Pack(2, leaf, result);
+  int rc = key && pair ? PyDict_SetItem(m->more, key, pair) : -1;
+  Py_XDECREF(key);
+  Py_XDECREF(pair);
+  return rc;
+}
+
+static void memo_clear(memo *m) {
+  for (Py_ssize_t i = 0; i < m->n; i++) {
+    Py_DECREF(m->keys[i]);
+    Py_DECREF(m->values[i]);
+  }
+  Py_CLEAR(m->more);
+}
+
 /* `obj` (a dict, list or tuple, nested) with each array leaf taken by the
  * fast path into `d` and every value kept; `needs_general` when a leaf or a
  * container is the general path's (bridge.crossing.units decides those).
  * `arrays` counts the leaves taken. `args` is the call's (args[0] replaced per leaf). */
 static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
-                          PyObject *kwnames, int depth, Py_ssize_t *arrays) {
+                          PyObject *kwnames, int depth, Py_ssize_t *arrays, memo *seen) {
   PyTypeObject *tp = Py_TYPE(obj);
   int dict = tp == &PyDict_Type, list = tp == &PyList_Type, tuple = tp == &PyTuple_Type;
   if (!dict && !list && !tuple) {
     if (is_value(obj)) return Py_NewRef(obj);
     if (tp == &PyCapsule_Type) return Py_NewRef(needs_general); /* one-shot: read once, by the general path */
+    PyObject *again = memo_get(seen, obj);
+    if (again != NULL || PyErr_Occurred()) return again;
     PyObject *stack[4];
     Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     for (Py_ssize_t i = 0; i < n && i < 4; i++) stack[i] = args[i];
     stack[0] = obj;
     PyObject *out = convert_to(d, stack, nargsf, kwnames);
-    if (out != NULL && out != needs_general) ++*arrays;
+    if (out != NULL && out != needs_general) {
+      ++*arrays;
+      if (memo_put(seen, obj, out) < 0) Py_CLEAR(out);
+    }
     return out;
   }
   if (depth >= BATCH_MAX_DEPTH) return Py_NewRef(needs_general);
@@ -459,7 +514,7 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
     PyObject *leaf = dict ? value : list ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);
     Py_INCREF(leaf); /* a list may change under a leaf's import (it runs Python) */
     if (dict) Py_INCREF(key);
-    PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, arrays);
+    PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, arrays, seen);
     Py_DECREF(leaf);
     if (r == NULL || r == needs_general) {
       if (dict) Py_DECREF(key);
@@ -497,10 +552,12 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
  * array at all) all on the general path. */
 static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   Py_ssize_t arrays = 0;
+  memo seen = {0};
   int was = batching;
   batching = 1;
-  PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &arrays);
+  PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &arrays, &seen);
   batching = was;
+  memo_clear(&seen);
   if (out != NULL && out != needs_general && arrays > 0) return out;
   if (out == NULL) return NULL;
   Py_DECREF(out);

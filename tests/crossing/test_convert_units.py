@@ -379,3 +379,40 @@ def test_read_ipc_in_batches_is_a_stream(tmp_path: Any) -> None:
         bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=True, columns=["z"])  # checked before any batch
     with pytest.raises(TypeError, match="batches must be bool"):
         bridge.arrow.read_ipc(tmp_path / "f.arrow", batches=1)  # type: ignore[call-overload]
+
+
+def test_stack_never_views_across_separate_buffers() -> None:
+    """Two columns whose gap a stride could span are still separate memory: a
+    view across them would lend the destination memory nobody lent (torch
+    reads a storage's whole span)."""
+    a, big = np.arange(3.0), np.arange(4_000_000.0)
+    t = pa.table({"a": a, "b": big[:3]})
+    with _quiet():
+        s = bridge.convert(t, torch, stack=True, readonly="share")
+    assert s.tolist() == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]] and s.untyped_storage().nbytes() == 48
+
+
+def test_refusals_of_units_that_are_not_memory() -> None:
+    pl = pytest.importorskip("polars")
+    with pytest.raises(TypeError, match="a polars LazyFrame is a query, not memory: collect"):
+        bridge.convert(pl.DataFrame({"a": [1.0]}).lazy(), np)
+    with pytest.raises(TypeError, match="plan\\(\\) takes one array, not a dict"):
+        plan({"a": np.ones(2)}, torch)
+
+
+def test_the_same_array_twice_is_one_import_on_the_fast_path_too() -> None:
+    """One source object, one result: a destination is never handed the same
+    memory twice (paddle releases only one of two imports of it)."""
+    a = np.arange(3.0)
+    many = {f"k{i}": np.full(2, float(i)) for i in range(20)}  # past the loop's 16 direct entries
+    with spy() as calls:
+        out = bridge.convert({"a": a, "again": [a], **many, "tail": [many["k19"]]}, torch)
+    assert calls == [] and out["a"] is out["again"][0] and out["k19"] is out["tail"][0]
+
+
+def test_a_one_shot_dlpack_producer_in_a_batch_is_asked_once() -> None:
+    dlpack = pytest.importorskip("dlpack")  # pydlpack: its exporter answers one __dlpack__ call
+    x = dlpack.asdlpack(np.arange(6, dtype=np.int32))
+    with _quiet():
+        out = bridge.convert({"x": x, "label": "cat"}, np)
+    assert out["x"].tolist() == list(range(6)) and out["label"] == "cat"
