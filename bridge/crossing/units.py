@@ -39,7 +39,7 @@ __all__ = ["Batches", "convert_unit", "is_unit"]
 
 _TABLES = ("DataFrame", "LazyFrame", "Table", "RecordBatch")
 _ARRAY_METHODS = ("__dlpack__", "__dlpack_c_exchange_api__", "__arrow_c_array__", "__arrow_c_device_array__",
-                  "__cuda_array_interface__", "__array_interface__", "__array_struct__")  # fmt: skip
+                  "__cuda_array_interface__", "__array_interface__", "__array_struct__", "__array__")  # fmt: skip
 #: The kinds of copy one region can make for all the overlapping leaves at
 #: once (what a layout or contiguity fix cannot: each leaf has its strides).
 _REGION_KINDS = frozenset({"requested", "device", "alignment", "read-only", "dtype", "writable"})

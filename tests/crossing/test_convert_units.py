@@ -416,3 +416,10 @@ def test_a_one_shot_dlpack_producer_in_a_batch_is_asked_once() -> None:
     with _quiet():
         out = bridge.convert({"x": x, "label": "cat"}, np)
     assert out["x"].tolist() == list(range(6)) and out["label"] == "cat"
+
+
+def test_array_likes_by_their_own_array_method_are_leaves() -> None:
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(np.arange(4.0))
+    out = bridge.convert({"x": da, "name": "a"}, np)
+    assert out["x"].tolist() == [0.0, 1.0, 2.0, 3.0] and out["name"] == "a"
