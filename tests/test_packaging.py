@@ -161,7 +161,7 @@ def test_manylinux_wheel_installs_and_runs_without_a_compiler(tmp_path: Path) ->
     tag = f"cp3{sys.version_info[1]}"
     (wheel,) = house.glob("*.whl")
     assert wheel.name.endswith(f"-{tag}-{tag}-manylinux1_x86_64.manylinux_2_5_x86_64.whl"), wheel.name
-    assert wheel.stat().st_size < 400_000, wheel.stat().st_size  # stripped: about 250 KiB
+    assert wheel.stat().st_size < 500_000, wheel.stat().st_size  # stripped: about 400 KiB (unstripped: MiBs)
     out = _sh(tools, script, "test", "--python", sys.executable, "--out", house, cwd=tmp_path)
     assert f"{tag}: smoke ok" in out, out
 

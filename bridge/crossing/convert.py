@@ -15,9 +15,9 @@ import dataclasses
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple, Protocol, TypeVar, cast, overload
+from typing import Literal, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing import units
 from bridge.crossing.capabilities import DESTINATIONS, Holds
 from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
+from bridge.crossing.signature import Convert, ReadOnlyPolicy
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
 from bridge.interop.arrow.imports import ArrowChunksError, ArrowNullsError, concatenate
@@ -40,86 +41,6 @@ from bridge.interop.numpy import frombuffer
 __all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnlyPolicy"]
 
 _T = TypeVar("_T")
-
-
-_K = TypeVar("_K")
-
-
-class _DLPackArray(Protocol):
-    """An array by the DLPack protocol (torch, NumPy, jax, bridge, ...): what a
-    typed batch's leaves are."""
-
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-
-class _ArrowTable(Protocol):
-    """A pyarrow Table or RecordBatch (for typing only)."""
-
-    @property
-    def column_names(self) -> list[str]: ...
-
-
-class _Frame(Protocol):
-    """A polars or pandas DataFrame (for typing only)."""
-
-    @property
-    def columns(self) -> Any: ...
-
-    @property
-    def shape(self) -> tuple[int, int]: ...
-
-
-class _Convert(Protocol):
-    """The type of :func:`convert` (a C function: ``_C.convert``): a type as
-    the destination types the result, per form (a typed batch of DLPack
-    arrays keeps its container; a table is a dict of columns, or one array
-    with ``stack=True``; a stream of tables an iterator of those); a module
-    or a name gives an object."""
-
-    @overload
-    def __call__(self, obj: _ArrowTable | _Frame, to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[False] = ...
-                 ) -> dict[str, _T]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: _ArrowTable | _Frame, to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[True]) -> _T: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: Iterator[_ArrowTable | _Frame], to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[False] = ...
-                 ) -> Iterator[dict[str, _T]]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: Iterator[_ArrowTable | _Frame], to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ..., columns: list[str] | None = ..., stack: Literal[True]
-                 ) -> Iterator[_T]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: Mapping[_K, _DLPackArray], to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ...) -> dict[_K, _T]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: list[_DLPackArray], to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ...) -> list[_T]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: tuple[_DLPackArray, ...], to: type[_T], *, copy: bool | None = ...,
-                 readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ...) -> tuple[_T, ...]: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: Mapping[Any, Any] | list[Any] | tuple[Any, ...] | Iterator[Any], to: object, *,
-                 copy: bool | None = ..., readonly: ReadOnlyPolicy = ..., dtype: object = ..., device: object = ...,
-                 contiguous: bool = ..., writable: bool = ..., columns: list[str] | None = ...,
-                 stack: bool = ...) -> object: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: object, to: type[_T], *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...,
-                 dtype: object = ..., device: object = ..., contiguous: bool = ...,
-                 writable: bool = ...) -> _T: ...  # fmt: skip
-    @overload
-    def __call__(self, obj: object, to: object, *, copy: bool | None = ..., readonly: ReadOnlyPolicy = ...,
-                 dtype: object = ..., device: object = ..., contiguous: bool = ..., writable: bool = ...,
-                 columns: list[str] | None = ..., stack: bool = ...) -> object: ...  # fmt: skip
 
 
 #: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
@@ -144,9 +65,7 @@ class _Convert(Protocol):
 FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "concatenate",
                   "byte-order", "value", "dtype-view", "offset", "alias", "read-only-share", "dtype", "contiguous",
                   "writable", "stack"]  # fmt: skip
-#: ``convert(readonly=...)``: what read-only memory becomes in a destination
-#: that writes its tensors.
-ReadOnlyPolicy = Literal["copy", "error", "share"]
+
 
 _BRIDGE_COPIES = ("requested", "device", "layout", "alignment", "read-only")
 
@@ -836,4 +755,4 @@ _SPECS: dict[str, dict[str, object]] = {
 
 #: ``bridge.convert`` itself: C (``cdefs/crossing/convert.c``), its contract in
 #: its docstring; the general path above does what the fast path does not.
-convert: _Convert = cast(_Convert, _C.convert)
+convert: Convert = cast(Convert, _C.convert)

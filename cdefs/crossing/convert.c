@@ -16,166 +16,11 @@
  * explains every fix, so the two paths cannot disagree on a rule that the
  * record does not carry. */
 
-#include "interop/interop.h"
+#include "crossing/destination.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { TAKE_BRIDGE, TAKE_API, TAKE_CALL, TAKE_NUMPY, TAKE_NONE /* a record judged, never taken */ };
-enum { STRIDES_ANY, STRIDES_COMPACT, STRIDES_CONTIGUOUS };
-#define MAX_DEVICE_KINDS 64 /* a bit each in destination.devices */
-
-/* Why a destination does not hold a tensor as it is: the one judgement
- * (judge), as data. The fast path takes a tensor only when there is no
- * reason; the general path (bridge.crossing.convert._plan) words each reason
- * and makes its fix. Keep in step with _C.JUDGE_* (py_convert_judge). */
-enum {
-  J_ZERO_D = 1 << 0,         /* a 0-d tensor, and it holds none */
-  J_NDIM = 1 << 1,           /* more dims than it holds */
-  J_ND_BOOL = 1 << 2,        /* a bool tensor of more than one dim, and it holds none */
-  J_ZERO_WIDTH = 1 << 3,     /* rows of no elements, and it holds none */
-  J_DEVICE = 1 << 4,         /* memory on a device it does not hold */
-  J_DTYPE = 1 << 5,          /* a dtype it does not hold */
-  J_DTYPE_VIEW = 1 << 6,     /* a dtype it holds through NumPy's view of the same bytes */
-  J_NEGATIVE = 1 << 7,       /* a negative stride, and it holds none */
-  J_ZERO_STRIDE = 1 << 8,    /* a zero stride (a broadcast), and it holds none */
-  J_NOT_CONTIGUOUS = 1 << 9, /* not row-major, and it holds only row-major */
-  J_NOT_COMPACT = 1 << 10,   /* not a permutation of dense memory, and it holds only those */
-  J_ALIGNMENT = 1 << 11,     /* its first element not at the alignment it needs */
-  J_READONLY = 1 << 12,      /* read-only memory it could write (bridge_lend refuses) */
-  J_ALIAS = 1 << 13,         /* read-only memory lent through a writable alias (bridge_lend) */
-  J_OFFSET = 1 << 14,        /* an offset, and it ignores DLPack's byte_offset */
-  /* not reasons, what the fast path also needs to know (never shown to Python): */
-  J_EMPTY = 1 << 30,         /* no elements */
-  J_STRIDED = 1u << 31,      /* not row-major (judged only for records that hold some strides only) */
-};
-#define MAX_DTYPES 64
-
-/* One destination, as the general path's record says it holds memory
- * without a fix (bridge.crossing.convert builds it from Holds). */
-typedef struct {
-  int take;                 /* TAKE_*: bridge itself, an exchange API, a Python import, NumPy's C API */
-  DLPackExchangeAPI *api;   /* TAKE_API: the destination's table (kept by `keep`) */
-  PyObject *keep;           /* TAKE_API: the API capsule; TAKE_CALL: the import, called with a bridge tensor */
-  int strides;              /* STRIDES_* */
-  int negative, zero;       /* it holds negative / zero strides */
-  int byte_offset;          /* it honours DLPack's byte_offset */
-  int zero_d;               /* it holds 0-d tensors */
-  int max_ndim;             /* -1: no limit */
-  int nd_bool;              /* it holds bool tensors of more than one dim */
-  int zero_width;           /* it holds N-d tensors whose rows have no elements */
-  uint64_t devices;          /* bit t: it holds memory of DLPack device type t */
-  int nviews;
-  uint32_t dtype_views[MAX_DTYPES]; /* dtypes it holds through NumPy's view of the same bytes */
-  int consumer;             /* BRIDGE_CONSUMER_*: what bridge_lend is asked for read-only memory */
-  int64_t alignment;        /* 0: none */
-  int ndtypes;
-  uint32_t dtypes[MAX_DTYPES]; /* code | bits << 8 | lanes << 16 */
-  uint8_t element_aligned[MAX_DTYPES]; /* dtypes[i]'s first element must be aligned to its size */
-} destination;
-
-static PyObject *registry; /* `to` -> capsule of a destination */
-static const char DEST_NAME[] = "bridge.convert.destination";
-
-static void destination_free(PyObject *capsule) {
-  destination *d = (destination *)PyCapsule_GetPointer(capsule, DEST_NAME);
-  if (d == NULL) {
-    PyErr_Clear();
-    return;
-  }
-  Py_XDECREF(d->keep);
-  free(d);
-}
-
-/* What the fast path reads of a tensor, whoever made it. */
-typedef struct {
-  const char *data;         /* the first element (byte_offset included) */
-  int64_t byte_offset;
-  DLDevice device;
-  DLDataType dtype;
-  int ndim;
-  const int64_t *shape, *strides; /* strides NULL: row-major */
-  int readonly;
-  int64_t elements_in;      /* a bridge tensor's offset into its storage (elements); 0 otherwise */
-} view;
-
-static uint32_t dtype_key(DLDataType t) { return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16; }
-
-static int dtype_index(const uint32_t *keys, int n, uint32_t key) {
-  int i = 0;
-  while (i < n && keys[i] != key) i++;
-  return i;
-}
-
-/* Every reason `d` does not hold `v` as it is (J_*), 0 for none: the one
- * judgement of a destination. `v` has strides (row-major ones filled in). */
-/* Inlined: the fast path (holds) pays no call, and its offset_counts is a constant. */
-static inline __attribute__((always_inline)) uint32_t judge(const destination *d, const view *v, int offset_counts) {
-  uint32_t why = 0;
-  int nd = v->ndim;
-  if (nd == 0 && !d->zero_d) why |= J_ZERO_D;
-  if (d->max_ndim >= 0 && nd > d->max_ndim) why |= J_NDIM;
-  if (!d->nd_bool && nd > 1 && v->dtype.code == kDLBool) why |= J_ND_BOOL;
-  int numel = 1; /* 0: no elements (whether there are any is all that is asked) */
-  for (int k = 0; k < nd; k++) {
-    if (v->shape[k] != 0) continue;
-    numel = 0;
-    if (k > 0 && !d->zero_width) why |= J_ZERO_WIDTH;
-  }
-  unsigned type = (unsigned)v->device.device_type;
-  if (type >= MAX_DEVICE_KINDS || !(d->devices >> type & 1)) why |= J_DEVICE;
-  uint32_t key = dtype_key(v->dtype);
-  int i = dtype_index(d->dtypes, d->ndtypes, key);
-  if (i == d->ndtypes) why |= dtype_index(d->dtype_views, d->nviews, key) < d->nviews ? J_DTYPE_VIEW : J_DTYPE;
-  /* the layout: row-major needs nothing (but an empty tensor's strides, for a row-major-only
-   * record); a record of any strides asks only about negative and zero ones, which a row-major
-   * tensor has on no dim of more than one element */
-  if (numel == 0) why |= J_EMPTY;
-  if (v->strides == NULL) {
-    /* row-major: nothing to say (an empty one's strides are the row-major ones) */
-  } else if (d->strides == STRIDES_ANY) {
-    for (int k = 0; numel != 0 && k < nd && !(d->negative && d->zero); k++) { /* empty: contiguous */
-      if (v->shape[k] <= 1) continue;
-      if (v->strides[k] < 0 && !d->negative) why |= J_NEGATIVE;
-      if (v->strides[k] == 0 && !d->zero) why |= J_ZERO_STRIDE;
-    }
-  } else {
-    int contiguous = bridge_is_contiguous(nd, v->shape, v->strides);
-    if (!contiguous) why |= J_STRIDED;
-    if (!contiguous || (numel == 0 && d->strides == STRIDES_CONTIGUOUS)) {
-      for (int k = 0; k < nd; k++) {
-        if (v->shape[k] <= 1) continue;
-        if (v->strides[k] < 0 && !d->negative) why |= J_NEGATIVE;
-        if (v->strides[k] == 0 && !d->zero) why |= J_ZERO_STRIDE;
-      }
-      int strided = !contiguous;
-      if (!strided) { /* empty: its strides must still be the row-major ones */
-        int64_t rowmajor[BRIDGE_MAX_NDIM];
-        strided = bridge_contiguous_strides(nd, v->shape, rowmajor) < 0;
-        for (int k = 0; !strided && k < nd; k++) strided = v->strides[k] != rowmajor[k];
-      }
-      if (d->strides == STRIDES_CONTIGUOUS && strided) why |= J_NOT_CONTIGUOUS;
-      if (d->strides == STRIDES_COMPACT && !bridge_is_non_overlapping_and_dense(nd, v->shape, v->strides))
-        why |= J_NOT_COMPACT;
-    }
-  }
-  if (numel) {
-    int64_t align = d->alignment;
-    if (i < d->ndtypes && d->element_aligned[i]) {
-      int64_t itemsize = (int64_t)((v->dtype.bits * (v->dtype.lanes ? v->dtype.lanes : 1) + 7) / 8);
-      if (itemsize > align) align = itemsize;
-    }
-    if (align > 1 && (uintptr_t)v->data % (uint64_t)align) why |= J_ALIGNMENT;
-  }
-  if (v->readonly) { /* the one lending decision (writable memory is lent as it is) */
-    int lent = bridge_lend(1, d->consumer);
-    if (lent == BRIDGE_LEND_REFUSED) why |= J_READONLY;
-    if (lent == BRIDGE_LEND_ALIAS) why |= J_ALIAS;
-  }
-  if (!d->byte_offset && (v->byte_offset || (offset_counts && v->elements_in))) why |= J_OFFSET;
-  return why;
-}
 
 /* 1 when `d` holds `v` as it is and the fast path takes it; 0 when the
  * general path must look: a reason (judge), or a case the fast path leaves
@@ -187,22 +32,6 @@ static int holds(const destination *d, const view *v) {
   if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return 0;
   uint32_t why = judge(d, v, 0);
   return why == 0; /* J_STRIDED: a compact or row-major-only record's other strides are the general path's */
-}
-
-static void view_of_tensor(TensorObject *t, view *v) {
-  StorageObject *st = t->storage;
-  v->data = bridge_tensor_data(t);
-  v->byte_offset = 0; /* bridge's exports fold the offset into the pointer */
-  v->device.device_type = (DLDeviceType)st->dev_type;
-  v->device.device_id = st->dev_id;
-  v->dtype.code = t->dtype->code;
-  v->dtype.bits = t->dtype->bits;
-  v->dtype.lanes = t->dtype->lanes;
-  v->ndim = t->ndim;
-  v->shape = t->shape;
-  v->strides = t->strides;
-  v->readonly = st->readonly;
-  v->elements_in = t->offset;
 }
 
 static void view_of_dl(const DLTensor *dl, uint64_t flags, view *v) {
@@ -638,7 +467,7 @@ static PyObject *convert_call(PyObject *mod, PyObject *const *args, Py_ssize_t n
                  (value == str_copy_value || PyUnicode_Compare(value, str_copy_value) == 0));
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
-  PyObject *cap = PyDict_GetItemWithError(registry, args[1]); /* (unhashable: the general path explains) */
+  PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, args[1]); /* (unhashable: the general path explains) */
   if (cap == NULL && !PyErr_Occurred()) {
     /* A destination not seen before: registered (when it can be) and taken
      * on the fast path at once, so that the first call costs what a later
@@ -646,7 +475,7 @@ static PyObject *convert_call(PyObject *mod, PyObject *const *args, Py_ssize_t n
     PyObject *reg = bridge_upcall(UP_CONVERT_REGISTER);
     PyObject *done = reg ? PyObject_CallOneArg(reg, args[1]) : NULL;
     Py_XDECREF(done);
-    cap = done != NULL ? PyDict_GetItemWithError(registry, args[1]) : NULL;
+    cap = done != NULL ? PyDict_GetItemWithError(bridge_convert_registry, args[1]) : NULL;
   }
   if (cap == NULL || cap == Py_None) {
     PyErr_Clear();
@@ -671,205 +500,6 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   PyObject *out = convert_call(mod, args, nargsf, kwnames);
   batching = was;
   return out;
-}
-
-/* ------------------------------------------------------------ registry */
-
-/* The spec's keys, interned at init: a first call registers its
- * destination, and a lookup by C string would make and hash a str each time. */
-enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_CONSUMER, K_ALIGNMENT, K_ND_BOOL,
-       K_DTYPES, K_ELEMENT_ALIGNED, K_ZERO_WIDTH, K_DEVICES, K_DTYPE_VIEWS, K_COUNT };
-static const char *const spec_names[K_COUNT] = {"strides",   "negative", "zero",      "byte_offset",
-                                                "zero_d",    "max_ndim", "consumer",  "alignment",
-                                                "nd_bool",   "dtypes",   "element_aligned",
-                                                "zero_width", "devices", "dtype_views"};
-static PyObject *spec_keys[K_COUNT];
-
-static PyObject *spec_item(PyObject *spec, int key) {
-  PyObject *v = PyDict_GetItemWithError(spec, spec_keys[key]);
-  if (v == NULL && !PyErr_Occurred())
-    PyErr_Format(PyExc_ValueError, "convert_register(): spec has no %s", spec_names[key]);
-  return v;
-}
-
-static int flag(PyObject *spec, int key, int *out) {
-  PyObject *v = spec_item(spec, key);
-  if (v == NULL) return -1;
-  long x = PyLong_AsLong(v);
-  if (x == -1 && PyErr_Occurred()) return -1;
-  if (x < INT_MIN || x > INT_MAX) {
-    PyErr_Format(PyExc_ValueError, "convert_register(): spec['%s'] is out of range", spec_names[key]);
-    return -1;
-  }
-  *out = (int)x;
-  return 0;
-}
-
-/* A (code, bits, lanes) triple's key. */
-static int dtype_of(PyObject *triple, uint32_t *key) {
-  long v[3];
-  if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) goto bad;
-  for (int i = 0; i < 3; i++) {
-    v[i] = PyLong_AsLong(PyTuple_GET_ITEM(triple, i));
-    if (v[i] == -1 && PyErr_Occurred()) return -1;
-    if (v[i] < 0 || v[i] > (i == 2 ? 0xffff : 0xff)) goto bad;
-  }
-  DLDataType t = {(uint8_t)v[0], (uint8_t)v[1], (uint16_t)v[2]};
-  *key = dtype_key(t);
-  return 0;
-bad:
-  PyErr_SetString(PyExc_ValueError, "convert_register(): a dtype is a (code, bits, lanes) tuple of DLPack's ranges");
-  return -1;
-}
-
-/* registry[to] = record (a destination capsule, or None: the general path). */
-static PyObject *remember(PyObject *to, PyObject *record) {
-  if (PyDict_GET_SIZE(registry) >= 256) PyDict_Clear(registry); /* bound it: `to` may be made per call */
-  if (PyDict_SetItem(registry, to, record) < 0) return NULL;
-  Py_RETURN_NONE;
-}
-
-/* convert_register(to, take, spec): see the method's docstring. */
-/* A triple tuple of spec[key] into keys[] (at most MAX_DTYPES); its count, or -1. */
-static int dtype_keys(PyObject *spec, int key, uint32_t *keys) {
-  PyObject *t = spec_item(spec, key);
-  if (t == NULL) return -1;
-  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_DTYPES) {
-    PyErr_Format(PyExc_ValueError, "convert_register(): spec['%s'] is a tuple of at most 64 triples",
-                 spec_names[key]);
-    return -1;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
-    if (dtype_of(PyTuple_GET_ITEM(t, i), &keys[i]) < 0) return -1;
-  return (int)PyTuple_GET_SIZE(t);
-}
-
-/* A destination record (take unset) from a spec dict; NULL with an error. */
-static destination *parse_spec(PyObject *spec) {
-  destination *d = (destination *)calloc(1, sizeof *d);
-  if (d == NULL) return (destination *)PyErr_NoMemory();
-  int alignment = 0;
-  uint32_t aligned[MAX_DTYPES];
-  if (flag(spec, K_STRIDES, &d->strides) < 0 || flag(spec, K_NEGATIVE, &d->negative) < 0 ||
-      flag(spec, K_ZERO, &d->zero) < 0 || flag(spec, K_BYTE_OFFSET, &d->byte_offset) < 0 ||
-      flag(spec, K_ZERO_D, &d->zero_d) < 0 || flag(spec, K_MAX_NDIM, &d->max_ndim) < 0 ||
-      flag(spec, K_CONSUMER, &d->consumer) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
-      flag(spec, K_ND_BOOL, &d->nd_bool) < 0 || flag(spec, K_ZERO_WIDTH, &d->zero_width) < 0)
-    goto fail;
-  d->alignment = alignment;
-  int naligned;
-  if ((d->ndtypes = dtype_keys(spec, K_DTYPES, d->dtypes)) < 0 ||
-      (d->nviews = dtype_keys(spec, K_DTYPE_VIEWS, d->dtype_views)) < 0 ||
-      (naligned = dtype_keys(spec, K_ELEMENT_ALIGNED, aligned)) < 0)
-    goto fail;
-  for (int i = 0; i < naligned; i++) {
-    int k = dtype_index(d->dtypes, d->ndtypes, aligned[i]);
-    if (k == d->ndtypes) {
-      PyErr_SetString(PyExc_ValueError, "convert_register(): spec['element_aligned'] names a dtype not in dtypes");
-      goto fail;
-    }
-    d->element_aligned[k] = 1;
-  }
-  PyObject *devices = spec_item(spec, K_DEVICES); /* a tuple of DLPack device types */
-  if (devices == NULL) goto fail;
-  if (!PyTuple_Check(devices) || PyTuple_GET_SIZE(devices) > MAX_DEVICE_KINDS) {
-    PyErr_SetString(PyExc_ValueError, "convert_register(): spec['devices'] is a tuple of DLPack device types");
-    goto fail;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(devices); i++) {
-    long v = PyLong_AsLong(PyTuple_GET_ITEM(devices, i));
-    if (v == -1 && PyErr_Occurred()) goto fail;
-    if (v < 0 || v >= MAX_DEVICE_KINDS) {
-      PyErr_Format(PyExc_ValueError, "convert_register(): spec['devices'] names device type %ld, not one of DLPack's", v);
-      goto fail;
-    }
-    d->devices |= (uint64_t)1 << v;
-  }
-  return d;
-fail:
-  free(d);
-  return NULL;
-}
-
-static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 3 || !(PyDict_Check(args[2]) || args[2] == Py_None))
-    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None)");
-  PyObject *to = args[0], *take = args[1], *spec = args[2];
-  if (spec == Py_None) return remember(to, Py_None); /* always the general path: asked once */
-  destination *d = parse_spec(spec);
-  if (d == NULL) return NULL;
-  if (take == Py_None) {
-    d->take = TAKE_BRIDGE;
-  } else if (take == bridge_upcall_peek(UP_NDARRAY)) {
-    d->take = TAKE_NUMPY;
-  } else if (PyCapsule_IsValid(take, BRIDGE_NAME_API)) {
-    DLPackExchangeAPIHeader *h = (DLPackExchangeAPIHeader *)PyCapsule_GetPointer(take, BRIDGE_NAME_API);
-    d->api = bridge_exchange_api_known(h);
-    if (d->api == NULL || d->api->managed_tensor_to_py_object_no_sync == NULL) {
-      PyErr_SetString(PyExc_ValueError, "convert_register(): the exchange API has no managed_tensor_to_py_object");
-      goto fail;
-    }
-    d->take = TAKE_API;
-    d->keep = Py_NewRef(take);
-  } else if (PyCallable_Check(take)) {
-    d->take = TAKE_CALL;
-    d->keep = Py_NewRef(take);
-  } else {
-    PyErr_SetString(PyExc_TypeError, "convert_register(): take is None, an exchange API capsule or a callable");
-    goto fail;
-  }
-  PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
-  if (cap == NULL) goto fail;
-  PyObject *done = remember(to, cap);
-  Py_DECREF(cap);
-  return done;
-fail:
-  Py_XDECREF(d->keep);
-  free(d);
-  return NULL;
-}
-
-/* convert_record(spec) -> a capsule of the record (no import): what
- * convert_judge judges against. */
-static PyObject *py_convert_record(PyObject *mod, PyObject *spec) {
-  (void)mod;
-  if (!PyDict_Check(spec)) return PyErr_Format(PyExc_TypeError, "convert_record(spec: dict)");
-  destination *d = parse_spec(spec);
-  if (d == NULL) return NULL;
-  d->take = TAKE_NONE;
-  PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
-  if (cap == NULL) free(d);
-  return cap;
-}
-
-/* convert_judge(record, tensor) -> the J_* reasons the record does not hold the tensor as it is. */
-static PyObject *py_convert_judge(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 2 || !Tensor_Check(args[1]))
-    return PyErr_Format(PyExc_TypeError, "convert_judge(record, tensor: bridge.Tensor)");
-  const destination *d = (const destination *)PyCapsule_GetPointer(args[0], DEST_NAME);
-  if (d == NULL) return NULL;
-  view v;
-  view_of_tensor((TensorObject *)args[1], &v);
-  return PyLong_FromUnsignedLong(judge(d, &v, 1) & ~(uint32_t)(J_EMPTY | J_STRIDED));
-}
-
-static PyObject *py_convert_forget(PyObject *mod, PyObject *unused) {
-  (void)mod;
-  (void)unused;
-  PyDict_Clear(registry);
-  Py_RETURN_NONE;
-}
-
-static PyObject *py_convert_registered(PyObject *mod, PyObject *to) {
-  (void)mod;
-  int rc = PyDict_Contains(registry, to);
-  if (rc < 0) {
-    PyErr_Clear();
-    rc = 0;
-  }
-  return PyBool_FromLong(rc);
 }
 
 static PyMethodDef crossing_functions[] = {
@@ -905,33 +535,11 @@ static PyMethodDef crossing_functions[] = {
      "readonly; TypeError for an obj bridge cannot import and a bad copy; BufferError for data the\n"
      "destination cannot hold at all (a dtype it lacks, a 0-d tensor into Arrow) and for the\n"
      "producer's refusals (a torch tensor that requires grad)."},
-    {"convert_register", (PyCFunction)(void (*)(void))py_convert_register, METH_FASTCALL,
-     "convert_register(to, take, spec, /)\n--\n\n"
-     "Register destination `to` (a module, name or type, as convert() takes it) for the fast path\n"
-     "(private: bridge.crossing.convert does it from the capability table). take: None (bridge\n"
-     "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
-     "__dlpack_c_exchange_api__ capsule, or a callable importing a bridge tensor. spec: a dict\n"
-     "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
-     "byte_offset, zero_d, max_ndim (-1: any), nd_bool, consumer (a CONSUMER_* kind), alignment, dtypes (a tuple of (code,\n"
-     "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
-     "size); spec None: `to` always takes the general path (take is ignored). ValueError/TypeError\n"
-     "for a malformed spec."},
-    {"convert_record", (PyCFunction)py_convert_record, METH_O,
-     "convert_record(spec, /)\n--\n\nA destination's record from its spec (as convert_register takes it), "
-     "for convert_judge (private)."},
-    {"convert_judge", (PyCFunction)(void (*)(void))py_convert_judge, METH_FASTCALL,
-     "convert_judge(record, tensor, /)\n--\n\nThe one judgement of a destination: the JUDGE_* bits of every "
-     "reason the record does not hold the tensor as it is (0: it does). The general path words them "
-     "(private)."},
-    {"convert_forget", (PyCFunction)py_convert_forget, METH_NOARGS,
-     "convert_forget()\n--\n\nEmpty the fast path's registry (private; for tests)."},
-    {"convert_registered", (PyCFunction)py_convert_registered, METH_O,
-     "convert_registered(to, /)\n--\n\nWhether `to` is in the fast path's registry (private)."},
     {NULL, NULL, 0, NULL},
 };
 
 int bridge_crossing_init(PyObject *mod) {
-  if (!(registry = PyDict_New()) || !(str_copy_kw = PyUnicode_InternFromString("copy")) ||
+  if (!(str_copy_kw = PyUnicode_InternFromString("copy")) ||
       !(str_obj_kw = PyUnicode_InternFromString("obj")) || !(str_to_kw = PyUnicode_InternFromString("to")) ||
       !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
@@ -939,26 +547,11 @@ int bridge_crossing_init(PyObject *mod) {
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
       !(str_copy_value = PyUnicode_InternFromString("copy")))
     return -1;
-  for (int i = 0; i < K_COUNT; i++)
-    if (!(spec_keys[i] = PyUnicode_InternFromString(spec_names[i]))) return -1;
   for (size_t i = 0; i < N_ASKS; i++)
     if (!(asks_kw[i] = PyUnicode_InternFromString(asks_names[i]))) return -1;
   if (!(needs_general = PyCapsule_New(&needs_general, "bridge.convert.needs_general", NULL))) return -1;
-  static const struct {
-    const char *name;
-    int bit;
-  } reasons[] = {{"JUDGE_ZERO_D", J_ZERO_D},         {"JUDGE_NDIM", J_NDIM},
-                 {"JUDGE_ND_BOOL", J_ND_BOOL},       {"JUDGE_ZERO_WIDTH", J_ZERO_WIDTH},
-                 {"JUDGE_DEVICE", J_DEVICE},         {"JUDGE_DTYPE", J_DTYPE},
-                 {"JUDGE_DTYPE_VIEW", J_DTYPE_VIEW}, {"JUDGE_NEGATIVE", J_NEGATIVE},
-                 {"JUDGE_ZERO_STRIDE", J_ZERO_STRIDE}, {"JUDGE_NOT_CONTIGUOUS", J_NOT_CONTIGUOUS},
-                 {"JUDGE_NOT_COMPACT", J_NOT_COMPACT}, {"JUDGE_ALIGNMENT", J_ALIGNMENT},
-                 {"JUDGE_READONLY", J_READONLY},     {"JUDGE_ALIAS", J_ALIAS},
-                 {"JUDGE_OFFSET", J_OFFSET}};
-  for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-    if (PyModule_AddIntConstant(mod, reasons[i].name, reasons[i].bit) < 0) return -1;
   if (!(kwnames_of[1] = PyTuple_Pack(1, str_copy_kw)) || !(kwnames_of[2] = PyTuple_Pack(1, str_readonly_kw)) ||
       !(kwnames_of[3] = PyTuple_Pack(2, str_copy_kw, str_readonly_kw)))
     return -1;
-  return PyModule_AddFunctions(mod, crossing_functions);
+  return bridge_destinations_init(mod) < 0 ? -1 : PyModule_AddFunctions(mod, crossing_functions);
 }
