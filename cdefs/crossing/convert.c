@@ -58,15 +58,17 @@ static PyObject *ndarray_of(TensorObject *t) {
 
 /* The general path, with obj (or the tensor already imported from it) and
  * the caller's own arguments. */
-/* Set while a batch's leaves are taken (batch_to): a leaf the fast path does
- * not finish makes the whole batch the general path's (one CopyWarning per
- * call, overlapping copies made as one region), so general() only says so.
- * Per thread: torch's probes release the GIL mid-batch. */
-static _Thread_local int batching;
-static PyObject *needs_general; /* what general() returns while batching (a unique object) */
+/* A batch's leaves are taken (batch_to) with `batch_marker` as their
+ * kwnames: a leaf the fast path does not finish makes the whole batch the
+ * general path's (one CopyWarning per call, overlapping copies made as one
+ * region), so general() only says so (`needs_general`, a unique object). The
+ * mark travels with the call, not in a global: a convert made from inside a
+ * leaf's import is a call of its own, and torch's probes may release the GIL
+ * mid-batch. */
+static PyObject *needs_general, *batch_marker;
 
 static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  if (batching) return Py_NewRef(needs_general);
+  if (kwnames == batch_marker) return Py_NewRef(needs_general);
   PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
   if (slow == NULL) return NULL;
   if (obj == args[0]) return PyObject_Vectorcall(slow, args, nargsf, kwnames);
@@ -206,10 +208,10 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
        * jax's Python __dlpack__ and __dlpack_device__; on a GPU it refuses
        * (CPU buffers only) and DLPack is asked instead */
       int jax = is_jax_array(tp);
-      if (batching && !jax) /* asking may use a one-shot producer up: the general path asks it, once */
+      if (kwnames == batch_marker && !jax) /* asking may use a one-shot producer up: the general path asks it, once */
         return Py_NewRef(needs_general);
       PyObject *t = jax ? bridge_buffer_tensor(obj) : NULL;
-      if (t == NULL && batching) {
+      if (t == NULL && kwnames == batch_marker) {
         PyErr_Clear();
         return Py_NewRef(needs_general);
       }
@@ -322,11 +324,8 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
     if (tp == &PyCapsule_Type) return Py_NewRef(needs_general); /* one-shot: read once, by the general path */
     PyObject *again = memo_get(seen, obj);
     if (again != NULL || PyErr_Occurred()) return again;
-    PyObject *stack[4];
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-    for (Py_ssize_t i = 0; i < n && i < 4; i++) stack[i] = args[i];
-    stack[0] = obj;
-    PyObject *out = convert_to(d, stack, nargsf, kwnames);
+    PyObject *stack[3] = {obj, args[1], Py_None}; /* (obj, to, a value for the mark: never read) */
+    PyObject *out = convert_to(d, stack, 2, batch_marker);
     if (out != NULL && out != needs_general) {
       ++*arrays;
       if (memo_put(seen, obj, out) < 0) Py_CLEAR(out);
@@ -382,10 +381,7 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
 static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   Py_ssize_t arrays = 0;
   memo seen = {0};
-  int was = batching;
-  batching = 1;
   PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &arrays, &seen);
-  batching = was;
   memo_clear(&seen);
   if (out != NULL && out != needs_general && arrays > 0) return out;
   if (out == NULL) return NULL;
@@ -411,7 +407,7 @@ static int is_ask(PyObject *name) {
   return 0;
 }
 
-static PyObject *convert_call(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   /* The signature's own checks, in Python's words (the general path has a
@@ -492,16 +488,6 @@ static PyObject *convert_call(PyObject *mod, PyObject *const *args, Py_ssize_t n
   return out;
 }
 
-/* convert() itself: a call made from inside a batch's leaf (a destination's
- * import that converts) is a call of its own, never part of the batch. */
-static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  int was = batching;
-  batching = 0;
-  PyObject *out = convert_call(mod, args, nargsf, kwnames);
-  batching = was;
-  return out;
-}
-
 static PyMethodDef crossing_functions[] = {
     {"convert", (PyCFunction)(void (*)(void))py_convert, METH_FASTCALL | METH_KEYWORDS,
      "convert(obj, to, *, copy=None, readonly='copy', dtype=None, device=None, contiguous=False,\n"
@@ -549,7 +535,9 @@ int bridge_crossing_init(PyObject *mod) {
     return -1;
   for (size_t i = 0; i < N_ASKS; i++)
     if (!(asks_kw[i] = PyUnicode_InternFromString(asks_names[i]))) return -1;
-  if (!(needs_general = PyCapsule_New(&needs_general, "bridge.convert.needs_general", NULL))) return -1;
+  if (!(needs_general = PyCapsule_New(&needs_general, "bridge.convert.needs_general", NULL)) ||
+      !(batch_marker = PyTuple_Pack(1, needs_general)))
+    return -1;
   if (!(kwnames_of[1] = PyTuple_Pack(1, str_copy_kw)) || !(kwnames_of[2] = PyTuple_Pack(1, str_readonly_kw)) ||
       !(kwnames_of[3] = PyTuple_Pack(2, str_copy_kw, str_readonly_kw)))
     return -1;
