@@ -169,6 +169,8 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
 }
 
 /* The fast path into one registered destination. */
+static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
+
 static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *obj = args[0];
   if (Tensor_Check(obj)) return tensor_to(d, (TensorObject *)obj, obj, args, nargsf, kwnames);
@@ -188,6 +190,8 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
                                   readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
     return m ? take_managed(d, m) : NULL;
   }
+  if (tp == &PyDict_Type || tp == &PyList_Type || tp == &PyTuple_Type) /* a batch: after the hot types, which pay nothing for it */
+    return batch_call(d, args, nargsf, kwnames); /* (batch_to takes a batch's inner containers itself) */
   if (tp != &PyCapsule_Type) {
     PyObject *api = bridge_exchange_api_of(tp);
     if (api == NULL) return NULL;
@@ -222,7 +226,10 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
         PyErr_Clear();
         void *raw;
         int versioned;
-        if (bridge_dlpack_ask_managed(obj, &raw, &versioned, &t) > 0) {
+        /* a managed tensor only where it goes on as one (an exchange API, NumPy's
+         * array over it); a destination called with a bridge tensor gets the import */
+        int managed = d->take == TAKE_API || d->take == TAKE_NUMPY;
+        if (bridge_dlpack_ask_managed(obj, managed, &raw, &versioned, &t) > 0) {
           /* a legacy tensor cannot say it may be written: read-only, as from_dlpack reads it */
           DLManagedTensorVersioned *vm = versioned ? (DLManagedTensorVersioned *)raw : NULL;
           const DLTensor *dl = vm ? &vm->dl_tensor : &((DLManagedTensor *)raw)->dl_tensor;
@@ -464,7 +471,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
   PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, args[1]); /* (unhashable: the general path explains) */
-  if (cap == NULL && !PyErr_Occurred()) {
+  if (__builtin_expect(cap == NULL, 0) && !PyErr_Occurred()) {
     /* A destination not seen before: registered (when it can be) and taken
      * on the fast path at once, so that the first call costs what a later
      * one does plus the registration, not a trip through the general path. */
@@ -481,9 +488,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    * may empty the registry meanwhile. */
   Py_INCREF(cap);
   const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
-  PyTypeObject *tp = Py_TYPE(args[0]);
-  int batch = tp == &PyDict_Type || tp == &PyList_Type || tp == &PyTuple_Type;
-  PyObject *out = d == NULL ? NULL : batch ? batch_call(d, args, nargsf, kwnames) : convert_to(d, args, nargsf, kwnames);
+  PyObject *out = d ? convert_to(d, args, nargsf, kwnames) : NULL;
   Py_DECREF(cap);
   return out;
 }

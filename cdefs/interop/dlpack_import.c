@@ -159,7 +159,7 @@ int bridge_dlpack_parse(void *p, int versioned, int unpack, parsed_t *out) {
                  (unsigned)dt.code, (unsigned)dt.bits, (unsigned)dt.lanes);
     return -1;
   }
-  if (bridge_device_name((int)t->device.device_type) == NULL) {
+  if (t->device.device_type != kDLCPU && bridge_device_name((int)t->device.device_type) == NULL) { /* (the host: known, no table walk) */
     PyErr_Format(PyExc_BufferError, "unknown DLPack device type %d", (int)t->device.device_type);
     return -1;
   }
@@ -453,7 +453,7 @@ static void owner_release_legacy(PyObject *cap) {
   if (m != NULL) bridge_dlpack_release(m, 0);
 }
 
-int bridge_dlpack_ask_managed(PyObject *x, void **m, int *versioned, PyObject **tensor) {
+int bridge_dlpack_ask_managed(PyObject *x, int managed, void **m, int *versioned, PyObject **tensor) {
   int taken;
   uintptr_t stream;
   PyObject *cap = ask_producer(x, NULL, NULL, 0, &taken, &stream);
@@ -465,7 +465,7 @@ int bridge_dlpack_ask_managed(PyObject *x, void **m, int *versioned, PyObject **
   DLTensor *dl = mm == NULL ? NULL : v ? &((DLManagedTensorVersioned *)mm)->dl_tensor : &((DLManagedTensor *)mm)->dl_tensor;
   /* a valid host tensor with its strides: claimed as the capsule is consumed
    * (renamed first, so that its destructor leaves the tensor to the caller) */
-  if (dl != NULL && dl->device.device_type == kDLCPU && dl->strides != NULL && bridge_dlpack_parse(mm, v, 0, &p) == 0 &&
+  if (managed && dl != NULL && dl->device.device_type == kDLCPU && dl->strides != NULL && bridge_dlpack_parse(mm, v, 0, &p) == 0 &&
       p.packed_bits == 0 && PyCapsule_SetName(cap, v ? NAME_USED_VERSIONED : NAME_USED_LEGACY) == 0) {
     Py_DECREF(cap);
     *m = mm;

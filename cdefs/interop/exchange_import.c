@@ -88,6 +88,9 @@ int bridge_type_record_of(PyTypeObject *tp, type_record *out) {
 /* The type's __dlpack_c_exchange_api__ capsule, or None (borrowed from the
  * cache); NULL with an exception. */
 static PyObject *exchange_api_of(PyTypeObject *tp) {
+#ifndef Py_GIL_DISABLED
+  if ((PyObject *)tp == last_type) return PyTuple_GET_ITEM(last_entry, 0); /* (convert asks per call: only the API) */
+#endif
   type_record r;
   return bridge_type_record_of(tp, &r) < 0 ? NULL : r.api;
 }

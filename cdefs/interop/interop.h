@@ -88,12 +88,14 @@ int bridge_dlpack_stream_arg(PyObject *v, int dev_type, int dev_id, long long *o
  * stream for CUDA unless the caller knows the memory is the host's: host=1, the legacy retry) and
  * import it: the one request. */
 PyObject *bridge_dlpack_ask(PyObject *x, int host);
-/* x.__dlpack__ asked as bridge_dlpack_ask asks it: 1 with *m, the producer's
+/* x.__dlpack__ asked as bridge_dlpack_ask asks it: 1 with *m (only when
+ * `managed`: the caller can hand a managed tensor on), the producer's
  * host tensor with strides (versioned or not: *versioned), valid
  * (bridge.from_dlpack's checks) and the caller's to release
  * (bridge_dlpack_release) or hand on; 0 with *tensor, any other capsule
- * imported as from_dlpack imports it; -1 with an error. */
-int bridge_dlpack_ask_managed(PyObject *x, void **m, int *versioned, PyObject **tensor);
+ * (or any capsule, when not `managed`) imported as from_dlpack imports it,
+ * parsed once; -1 with an error. */
+int bridge_dlpack_ask_managed(PyObject *x, int managed, void **m, int *versioned, PyObject **tensor);
 /* An object whose death releases managed tensor `m` (bridge_dlpack_release),
  * to be the base of an array over its memory; NULL (m released) on error. */
 PyObject *bridge_dlpack_owner(void *m, int versioned);
