@@ -86,7 +86,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m bridge matrix``: run the matrix and print it. Exit code 1
     only for bridge's own failures (violations or crashes in cells where
-    bridge produces or consumes)."""
+    bridge produces or consumes); with ``--baseline``, only for cells that got
+    worse than the baseline's (:mod:`bridge.kit.matrix_baseline`)."""
     from bridge.kit.cli import HelpFormatter, prog
 
     ap = argparse.ArgumentParser(prog=f"{prog()} matrix", description=__doc__.split("\n\n")[0],
@@ -103,8 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--html", metavar="PATH",
                     help="also write the report as one self-contained HTML page to PATH")  # fmt: skip
+    ap.add_argument("--repro", metavar="DIR",
+                    help="write a standalone reproducer script and an issue text for every crash and violation "
+                         "cell to DIR, run each once, and list them in DIR/index.md")  # fmt: skip
     ap.add_argument("--list", action="store_true",
                     help="list the valid peer, protocol and dtype names, and which peers are installed")  # fmt: skip
+    ap.add_argument("--save-baseline", metavar="FILE",
+                    help="write every cell's verdict, with the versions and options, to FILE (JSON)")  # fmt: skip
+    ap.add_argument("--baseline", metavar="FILE",
+                    help="compare with a --save-baseline FILE: exit 1 only for cells that got worse")  # fmt: skip
     args = ap.parse_args(argv)
     if args.list:
         print(names_listing())
@@ -122,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     cons = consumer_entries(wanted_consumers)  # planned without importing any peer here
     dtypes = chosen["dtype"] or list(DEFAULT_DTYPES)
     cells = plan(producers, cons, dtypes, chosen["protocol"])
+    from bridge.kit import matrix_baseline  # a bad baseline fails here, before the run
+
+    baseline = matrix_baseline.prepare(args.baseline, args.save_baseline, ap.error)
     results = _run_with_progress(cells, quiet=args.no_progress or args.json or args.markdown)
     if args.json:
         json.dump([dataclasses.asdict(c) | {"case": c.case} for c in results], sys.stdout, indent=1)
@@ -130,13 +141,23 @@ def main(argv: list[str] | None = None) -> int:
         print(to_markdown(results), end="")
     else:
         print_table(results)
+    links = None
+    if args.repro:  # (after the table: checking runs every script once)
+        from bridge.kit.matrix_repro import report_reproducers
+
+        links = report_reproducers(results, args.repro, args.html,
+                                   sys.stderr if args.json or args.markdown else sys.stdout)  # fmt: skip
     if args.html:
         # On stdout after the table; on stderr when stdout is JSON or Markdown, which it would spoil.
-        print(f"HTML report: {write_html(results, args.html, meta=report_meta(argv))}",
+        print(f"HTML report: {write_html(results, args.html, meta=report_meta(argv), repro=links)}",
               file=sys.stderr if args.json or args.markdown else sys.stdout)  # fmt: skip
     own = [c for c in results if bridge_at_fault(c)]
     if own and not (args.json or args.markdown):
         print(f"{len(own)} cells are bridge's own failures", file=sys.stderr)
+    if args.baseline or args.save_baseline:  # with a baseline, only cells that got worse fail
+        options = matrix_baseline.matrix_options(chosen["producer"], chosen["consumer"], chosen["protocol"], dtypes)
+        return matrix_baseline.finish(results, options, baseline, args.baseline, args.save_baseline,
+                                      sys.stderr if args.json or args.markdown else sys.stdout, 1 if own else 0)  # fmt: skip
     return 1 if own else 0
 
 

@@ -24,15 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from bridge.kit import matrix_layouts as _layouts
 from bridge.kit.matrix_grid import ALIGNMENT, Cell
 from bridge.kit.matrix_holds import CONVERT_TABLE
+from bridge.kit.matrix_layouts import produce
 from bridge.kit.matrix_peers import (
     Consumer,
     NotMade,
     RuleBroken,
     arrow_address,
     first_column,
-    produce,
     produce_table,
 )
 
@@ -104,7 +105,8 @@ def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
             return False
     if a.size == 0:
         return True
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    # (values, not bytes: a big-endian source or result holds its values in other bytes)
+    a, b = (np.ascontiguousarray(x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))) for x in (a, b))
     if a.dtype.itemsize != b.dtype.itemsize:
         return bool(np.array_equal(a.astype(np.float64), b.astype(np.float64)))
     return a.tobytes() == b.tobytes()
@@ -154,6 +156,8 @@ def _violate(cell: Cell, rule: str, detail: str) -> Cell:
 def _values_rule(cell: Cell) -> str:
     if cell.protocol in _OWN_VALUES_RULE:
         return cell.protocol
+    if cell.layout in _layouts.RULE_OF:  # (byte-misaligned, big-endian, chunked: a rule of their own)
+        return _layouts.RULE_OF[cell.layout]
     if cell.dtype in _SUBBYTE and cell.protocol.startswith("dlpack"):
         return "packed-subbyte"  # read one value per byte where they are packed, or the other way
     if cell.layout in ("0-d", "zero-size"):
@@ -233,12 +237,15 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
     on its result, :attr:`Consumer.compute`, so that a crash there is told as
     one)."""
     table = cell.protocol == CONVERT_TABLE
+    wrong: _layouts.MadeWrong | None = None
     try:
         make = produce_table if table else produce
         obj, expected = make(cell.producer, cell.dtype, cell.layout, cell.readonly)
     except NotMade as e:
         cell.verdict, cell.detail = "n/a", str(e)
         return cell
+    except _layouts.MadeWrong as e:  # the producer's library misread the case making it: the producer's
+        obj, expected, wrong = e.made, e.expected, e
     except Exception as e:  # the producer library refuses to make this case
         cell.verdict = "n/a"
         cell.detail = f"{cell.producer} refused to make it: {type(e).__name__}: {str(e)[:100]}"
@@ -250,6 +257,8 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
         cell.verdict, cell.detail = "n/a", f"{cell.producer} does not speak {cell.protocol}"
         return cell
     src_addr = _producer_address(first_column(obj) if table else obj)  # (a table's: its first column's)
+    if src_addr is None and cell.layout == _layouts.CHUNKED:
+        src_addr = _layouts.first_chunk_address(obj)
     if src_addr is not None:
         cell.aligned = src_addr % ALIGNMENT == 0
         cell.alignment = address_alignment(src_addr)
@@ -268,7 +277,10 @@ def run_cell(cell: Cell, consumer: Consumer, on_made: Callable[[], None] | None 
             calls.remove()
     if calls is not None:
         cell.path = _path(cell, obj, calls, api_before)
-    judged = _judge(cell, consumer, obj, result, expected, src_addr, on_compute)
+    judged = (_layouts.judged_on_taking(cell, consumer, result)  # (DLPack main's codes: taken as what?)
+              or _judge(cell, consumer, obj, result, expected, src_addr, on_compute))  # fmt: skip
+    if wrong is not None:  # whatever the consumer made of it, the object held other values than the case
+        judged = _violate(judged, wrong.rule, f"the producer misread the case making it: {wrong.detail}")
     del result  # the producer stays alive: only the consumer's references must go
     if consumer.told is not None:
         reason, said = consumer.told()
@@ -374,7 +386,8 @@ def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np
     values, the values the library's own kernels compute from the result,
     read-only, and the address that tells zero-copy from copy."""
     if got.shape != expected.shape:
-        return _violate(cell, "shape", f"shape {expected.shape} arrived as {got.shape}")
+        rule = "chunks" if cell.layout == _layouts.CHUNKED else "shape"  # (the first chunk alone?)
+        return _violate(cell, rule, f"shape {expected.shape} arrived as {got.shape}")
     if not _same(got, expected):
         return _violate(cell, _values_rule(cell), "values differ")
     if expected.size == 0:
@@ -387,14 +400,15 @@ def _judge_memory(cell: Cell, consumer: Consumer, obj: Any, result: Any, got: np
     miscomputed = _computed_wrong(cell, consumer, result, expected, on_compute)
     if miscomputed:
         return miscomputed
-    if cell.readonly:
-        broken = _read_only_broken(cell, consumer, obj, result, expected)
-        if broken:
-            return broken
     try:
         dst_addr = consumer.address(result)
     except Exception:
         dst_addr = None
+    if cell.readonly:
+        copied = src_addr is not None and dst_addr is not None and dst_addr != src_addr
+        broken = _read_only_broken(cell, consumer, obj, result, expected, copied)
+        if broken:
+            return broken
     if src_addr is None or dst_addr is None:
         cell.verdict = "unverified"
         cell.detail = cell.detail or "addresses not observable; values equal"
@@ -436,11 +450,13 @@ def _computed_wrong(cell: Cell, consumer: Consumer, result: Any, expected: np.nd
 
 
 def _read_only_broken(cell: Cell, consumer: Consumer, obj: Any, result: Any,
-                      expected: np.ndarray[Any, Any]) -> Cell | None:  # fmt: skip
+                      expected: np.ndarray[Any, Any], copied: bool = False) -> Cell | None:  # fmt: skip
     """The read-only rule: write one element through the consumer's result
     with the consumer's own API; if that lands in the read-only source, the
     consumer made it writable. (The matrix runs each producer in a child
-    process: a write that faults ends only this cell.)"""
+    process: a write that faults ends only this cell.) A result that is a
+    copy (``copied``: its address is not the source's) is new memory:
+    writable is right."""
     if consumer.poke is not None:
         try:
             consumer.poke(result, _poke_value(expected))
@@ -450,7 +466,7 @@ def _read_only_broken(cell: Cell, consumer: Consumer, obj: Any, result: Any,
             if not _same(np.asarray(obj), expected):
                 return _violate(cell, "read-only",
                                 f"a write through {consumer.peer}'s result changed the read-only source")  # fmt: skip
-    if cell.protocol == "dlpack-copy":
+    if cell.protocol == "dlpack-copy" or copied:
         return None  # a copy is new memory: writable is right
     if consumer.writable(result) and consumer.peer in ("numpy", "bridge"):
         return _violate(cell, "read-only", "read-only source came back writable")

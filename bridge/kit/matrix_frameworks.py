@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from bridge.kit import matrix_layouts as _layouts
+
 __all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout",
            "COMPONENT_ALIGNED", "COMPONENT_SHAPE", "place_component_aligned"]
 
@@ -35,14 +37,16 @@ NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarr
 
 def dtype_name(dtype: Any) -> str:
     """A library's dtype as bridge's name (``torch.bfloat16``, ``paddle.float32``,
-    ``mlx.core.uint8``, ``tensor(float)``, ``<dtype: 'int64'>`` -> ``bfloat16``,
-    ``float32``, ``uint8``, ``float32``, ``int64``)."""
+    ``mlx.core.uint8``, ``tensor(float)``, ``<dtype: 'int64'>``, ``halffloat[pyarrow]`` -> ``bfloat16``,
+    ``float32``, ``uint8``, ``float32``, ``int64``, ``float16``)."""
     name = getattr(dtype, "__name__", None) if isinstance(dtype, type) else None
     text = str(name or getattr(dtype, "name", None) or dtype)
     text = text.rsplit(".", 1)[-1].strip("<>'\" ").replace("dtype: '", "").lower()
     if text.startswith("tensor(") and text.endswith(")"):  # onnxruntime's names (float8e4m3fn, float8e8m0)
         text = {"float": "float32", "double": "float64", **_ORT_FLOAT8}.get(text[7:-1], text[7:-1])
-    return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16"}.get(text, text)
+    text = text.removesuffix("[pyarrow]")  # pandas' Arrow-backed dtypes (float[pyarrow]: Arrow's names)
+    return {"bool_": "bool", "float": "float32", "double": "float64", "half": "float16",
+            "halffloat": "float16"}.get(text, text)  # fmt: skip
 
 
 #: The layout whose first element sits half an element past an element
@@ -83,7 +87,14 @@ def apply_layout(x: Any, layout: str, lib: Any) -> Any:
     first 15 elements placed so (:func:`place_component_aligned`); the
     producers of other libraries wrap that memory themselves. For one-byte
     items (every address is element-aligned) it is those 15 elements as a
-    view, which gives the layout's shape and strides and no producer makes."""
+    view, which gives the layout's shape and strides and no producer makes.
+    The layouts of :mod:`bridge.kit.matrix_layouts` (byte-misaligned,
+    big-endian, chunked, DLPack main's codes) are NumPy's alone too
+    (:func:`bridge.kit.matrix_layouts.apply`); their producers live there."""
+    if layout in _layouts.NEW_LAYOUTS:
+        if lib is not np:
+            raise ValueError(f"{layout} is made from NumPy memory (see bridge.kit.matrix_layouts)")
+        return _layouts.apply(x, layout)
     if layout == COMPONENT_ALIGNED:
         if lib is not np:
             raise ValueError(f"{layout} is made from NumPy memory (see place_component_aligned)")

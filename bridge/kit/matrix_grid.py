@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.core import dtypes as _dtypes
 from bridge.kit import matrix_holds as _holds
+from bridge.kit import matrix_layouts as _layouts
 
 __all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "TABLE_PRODUCERS", "PEERS", "HEAVY_PEERS", "VERDICTS",
            "COPY_REASONS", "ALIGNMENT", "Cell", "available", "bridge_at_fault", "culprits", "copy_reasons",
@@ -22,10 +23,15 @@ __all__ = ["LAYOUTS", "DTYPES", "DEFAULT_DTYPES", "PROTOCOLS", "TABLE_PRODUCERS"
 # "component-aligned": 3x5 contiguous elements whose first sits half an element
 # past an element boundary (complex at its component's alignment), which no
 # view of an aligned base can be; made over memory placed so, and n/a for the
-# one-byte dtypes, where every address is element-aligned.
+# one-byte dtypes, where every address is element-aligned. The layouts of
+# bridge.kit.matrix_layouts (issue 35): "byte-misaligned" (3x5 at an odd
+# address), "big-endian" (the base in '>' byte order), "chunked" (the 48
+# values in two Arrow chunks), and DLPack main's codes, made by the
+# "handmade" producer alone: "device-tpu", "device-tpu-host",
+# "device-ascend", "code-bcomplex".
 LAYOUTS = (
-    "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "component-aligned", "0-d",
-    "zero-size",
+    "contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "component-aligned",
+    _layouts.BYTE_MISALIGNED, _layouts.BIG_ENDIAN, _layouts.CHUNKED, "0-d", "zero-size", *_layouts.HANDMADE_LAYOUTS,
 )  # fmt: skip
 # Every bridge dtype can be asked for with --dtype.
 DTYPES = tuple(d.name for d in _dtypes.all_dtypes())
@@ -51,12 +57,13 @@ PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-in
 TABLE_PRODUCERS = ("pyarrow", "polars", "pandas")
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
          "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
-         "tensorflow", "warp", "cupy")  # fmt: skip
+         "tensorflow", "warp", "cupy", _layouts.HANDMADE)  # fmt: skip
 #: Peers of the ``heavy`` extra (not in make test's default install); the
 #: matrix uses them when they are installed.
 HEAVY_PEERS = ("tensorflow", "warp")
 # A peer's import name (by default, the peer's name).
-_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core"}
+# handmade: the kit's own producer of hand-made capsules (DLPack main's codes).
+_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core", _layouts.HANDMADE: "bridge.kit.capsules"}
 #: What a cell can end as; :mod:`bridge.kit.matrix` says what each means.
 #: ``empty``: a zero-size tensor crossed intact; it has no bytes to share,
 #: so it is neither a copy nor zero-copy.
@@ -66,8 +73,11 @@ VERDICTS = ("zero-copy", "copy", "empty", "unverified", "refused", "violation", 
 #: table or its other cells; for ``bridge-convert``, the kind of
 #: :class:`bridge.CopyWarning` (``destination``: the library copies every
 #: import; ``device``: the memory was on a device it does not hold; ``unpack``:
-#: Arrow's bit-packed bools unpacked to a byte each).
-COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout", "destination", "device", "unpack")
+#: Arrow's bit-packed bools unpacked to a byte each; ``concatenate``: the
+#: chunks of a chunked source joined into one array; ``byte-order``: a
+#: non-native source swapped to native byte order).
+COPY_REASONS = ("requested", "read-only", "alignment", "dtype", "layout", "destination", "device", "unpack",
+                "concatenate", "byte-order")  # fmt: skip
 #: The alignment, in bytes, a source's first element is checked for: the
 #: largest the destination table asks for (jax and tensorflow copy or refuse
 #: memory not aligned so).
@@ -129,16 +139,23 @@ def available(peer: str) -> bool:
     return True
 
 
+# A cell's detail that says the producer failed making the case, whatever the
+# consumer: a crash, or values its own library reads wrong
+# (:class:`bridge.kit.matrix_layouts.MadeWrong`).
+_PRODUCERS_OWN = ("the producer crashed", "the producer misread")
+
+
 def bridge_at_fault(cell: Cell) -> bool:
     """Whether a violation or crash is bridge's own: bridge consuming anything,
     anything crossing through ``bridge.convert`` (the ``bridge-convert``
     protocol: convert chose what the destination was handed), or bridge
     producing for bridge or for NumPy (the reference consumer). Another
     consumer crashing on, or misreading, a valid bridge export is that
-    consumer's failure, reported but not bridge's."""
+    consumer's failure, reported but not bridge's; so is another producer
+    crashing on, or misreading, the case as it makes it."""
     if cell.verdict not in ("violation", "crash"):
         return False
-    if cell.detail.startswith("the producer crashed") and cell.producer != "bridge":
+    if cell.detail.startswith(_PRODUCERS_OWN) and cell.producer != "bridge":
         return False
     if cell.rule == "exceptions":
         # The exception's type is the choice of whoever raised it: the
@@ -153,15 +170,17 @@ def bridge_at_fault(cell: Cell) -> bool:
 
 # Rules whose break may be the producer's export or the consumer's reading:
 # the reference consumers (NumPy, bridge) decide (see :func:`culprits`).
-_EITHER_SIDE = ("values", "strides", "shape", "dtype", "read-only")
+_EITHER_SIDE = ("values", "strides", "shape", "dtype", "read-only", "alignment", "byte-order", "chunks",
+                "unknown-code")  # fmt: skip
 
 
 def culprits(cells: list[Cell]) -> list[str]:
     """For each cell, the library held responsible for its crash or violation
     ("" for the other verdicts):
 
-    - a crash making the case, or importing a library, is that library's; any
-      other crash is the consumer's;
+    - a crash making the case, or importing a library, is that library's, as
+      is a case the producer's library misread making it; any other crash is
+      the consumer's;
     - through ``bridge-convert``, what would be the consumer's is bridge's
       (``convert`` chose what the consumer was handed);
     - a refusal of the wrong type is the consumer's, unless it passed on the
@@ -180,15 +199,17 @@ def culprits(cells: list[Cell]) -> list[str]:
 
 def _culprit(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:
     who = _culprit_direct(c, reference)
+    if c.detail.startswith(_PRODUCERS_OWN):  # (the producer's, even where it is the consumer too)
+        return who
     return "bridge" if who == c.consumer and c.protocol in _holds.CONVERTS else who
 
 
 def _culprit_direct(c: Cell, reference: set[tuple[str, str, str, bool, str]]) -> str:
     if c.verdict not in ("violation", "crash"):
         return ""
+    if c.detail.startswith(_PRODUCERS_OWN):
+        return c.producer
     if c.verdict == "crash":
-        if c.detail.startswith("the producer crashed"):
-            return c.producer
         if c.detail.startswith("importing "):
             return c.detail.split()[1]
         return c.consumer
@@ -216,6 +237,9 @@ def copy_reasons(cells: list[Cell]) -> None:
     named:
 
     - ``requested``: the protocol asks for a copy (``dlpack-copy``);
+    - ``concatenate``, ``byte-order``: a ``chunked`` source (its chunks
+      joined) or a ``big-endian`` one (swapped): no array of one chunk, or
+      of native byte order, is that source's memory;
     - ``read-only``: the same dtype and layout, writable, was shared;
     - ``alignment``: the source was not :data:`ALIGNMENT`-byte aligned, an
       aligned source was shared, and no unaligned one was (the consumer's
@@ -241,6 +265,8 @@ def copy_reasons(cells: list[Cell]) -> None:
 def _why_copied(c: Cell, zero: list[Cell]) -> str:
     if c.protocol == "dlpack-copy":
         return "requested"
+    if c.layout in _layouts.COPY_REASON:
+        return _layouts.COPY_REASON[c.layout]
     h = _holds.record(c.consumer)
     if h is not None and h.capsule != "none" and c.protocol == _holds.own_protocol(h):
         said = _holds.copy_reason(h, c.dtype, c.layout, c.readonly, c.aligned, c.alignment)

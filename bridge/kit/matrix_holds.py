@@ -36,6 +36,7 @@ from bridge.core.dtypes import get_dtype
 from bridge.core.strides import is_contiguous, is_non_overlapping_and_dense, prod
 from bridge.crossing.capabilities import DESTINATIONS, WIDE, Holds
 from bridge.kit.matrix_frameworks import apply_layout
+from bridge.kit.matrix_layouts import UNRECORDED
 
 if TYPE_CHECKING:  # (matrix_grid reads this module: the cells' type is imported for the checker only)
     from bridge.kit.matrix_grid import Cell
@@ -226,7 +227,10 @@ def contradictions(cells: Iterable[Cell], byte_offsets: Mapping[tuple[str, str, 
     default; a test hands it a wrong one to see it contradicted).
 
     A case no consumer took from its producer (the producer's export refused
-    it) says nothing of a consumer and is not judged, nor is a failure held to
+    it) says nothing of a consumer and is not judged, nor is a layout the
+    records do not describe (:data:`~bridge.kit.matrix_layouts.UNRECORDED`:
+    non-native byte order, chunks, DLPack main's codes, which
+    :func:`bridge.convert` never hands a destination), nor is a failure held to
     be the producer's (:func:`~bridge.kit.matrix_grid.culprits`), nor an
     ``unverified`` cell (nothing was observed), except as below. Contradicted:
 
@@ -259,6 +263,8 @@ def contradictions(cells: Iterable[Cell], byte_offsets: Mapping[tuple[str, str, 
     for c, who in zip(all_cells, culprits(all_cells)):
         h = record(c.consumer, table)
         if h is None or h.capsule == "none" or c.protocol != own_protocol(h) or c.verdict == "n/a":
+            continue
+        if c.layout in UNRECORDED:
             continue
         if (chosen is not None and c.producer not in chosen) or (who and who != c.consumer):
             continue

@@ -19,7 +19,9 @@ escaped so that no detail text can end the block). It shows, top to bottom:
   the count of each verdict; each holds a button that shows its cases (dtype,
   layout, read-only, verdict, rule and citation, detail, path) in the panel
   ``#details``, built with ``textContent`` so details are shown, never parsed;
-  a copy's verdict says why it copied where that is known (``copy (layout)``).
+  a copy's verdict says why it copied where that is known (``copy (layout)``);
+  with ``repro`` (``--repro DIR``), each crash and violation case links to its
+  reproducer script (``a.repro``, a link relative to the page).
 
 Peers and protocols come from the cells (in the order of
 :data:`~bridge.kit.matrix_grid.PEERS` and
@@ -133,9 +135,11 @@ _JS = """
     close.addEventListener('click', () => { panel.hidden = true; button.focus(); });
     panel.append(close, el('h2', `${p} \\u2192 ${c} via ${pr}: ${rows.length} cases`));
     const withPath = rows.some((r) => r[6] !== 0);
+    const withRepro = rows.some((r) => r[8] !== 0);
     const table = el('table', null, 'cases');
     const head = table.createTHead().insertRow();
-    for (const h of ['dtype', 'layout', 'read-only', 'verdict', 'rule', 'detail'].concat(withPath ? ['path'] : [])) {
+    for (const h of ['dtype', 'layout', 'read-only', 'verdict', 'rule', 'detail'].concat(withPath ? ['path'] : [],
+                                                                                         withRepro ? ['reproducer'] : [])) {
       head.append(el('th', h));
     }
     const body = table.createTBody();
@@ -161,6 +165,11 @@ _JS = """
       }
       tr.append(rule, el('td', S[r[5]], 'detail'));
       if (withPath) tr.append(el('td', S[r[6]], 'path'));
+      if (withRepro) {
+        const td = el('td', null, 'repro');
+        if (r[8]) { const a = el('a', S[r[8]].split('/').pop(), 'repro'); a.href = S[r[8]]; td.append(a); }
+        tr.append(td);
+      }
     }
     panel.append(table);
     panel.hidden = false;
@@ -186,10 +195,12 @@ def _embed(payload: object) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _payload(cells: list[Cell]) -> dict[str, object]:
+def _payload(cells: list[Cell], repro: Mapping[tuple[str, str, str, str, str, bool], str] | None = None,
+             ) -> dict[str, object]:  # fmt: skip
     """The cells grouped by ``producer\\0consumer\\0protocol``, each case as
     indices into one table of strings (a full matrix has ~100k cells whose
-    dtypes, layouts, verdicts and details repeat), worst verdict first."""
+    dtypes, layouts, verdicts and details repeat), worst verdict first; a
+    case's last index is its reproducer's link in ``repro`` (0: none)."""
     strings: dict[str, int] = {"": 0}
 
     def sid(s: str) -> int:
@@ -200,7 +211,7 @@ def _payload(cells: list[Cell]) -> dict[str, object]:
     for c in sorted(cells, key=lambda c: (rank.get(c.verdict, len(rank)), c.dtype, c.layout, c.readonly)):
         key = "\0".join((c.producer, c.consumer, c.protocol))
         grouped[key].append([sid(c.dtype), sid(c.layout), int(c.readonly), sid(c.verdict), sid(c.rule),
-                             sid(c.detail), sid(c.path), sid(c.reason)])  # fmt: skip
+                             sid(c.detail), sid(c.path), sid(c.reason), sid((repro or {}).get(c.key(), ""))])  # fmt: skip
     used_rules = {c.rule for c in cells if c.rule}
     return {
         "strings": list(strings),
@@ -351,12 +362,14 @@ def _grids(cells: list[Cell], protocols: list[str], producers: list[str], consum
     return "".join(out)
 
 
-def to_html(cells: list[Cell], *, title: str = "bridge interop matrix",
-            meta: Mapping[str, str] | None = None) -> str:  # fmt: skip
+def to_html(cells: list[Cell], *, title: str = "bridge interop matrix", meta: Mapping[str, str] | None = None,
+            repro: Mapping[tuple[str, str, str, str, str, bool], str] | None = None) -> str:  # fmt: skip
     """The matrix report as one HTML page (see the module's docstring) that
     loads nothing from anywhere: the only URLs in it are the specs' pages, as
     ``<a href>`` links in the rules. ``meta`` is shown under the title, in
-    its order (e.g. date, machine, command, the peers' versions)."""
+    its order (e.g. date, machine, command, the peers' versions). ``repro``
+    maps a cell's :meth:`~bridge.kit.matrix_grid.Cell.key` to its
+    reproducer's link (:func:`bridge.kit.matrix_repro.repro_links`)."""
     producers = ordered((c.producer for c in cells), PEERS)
     consumer_names = ordered((c.consumer for c in cells), PEERS)
     protocols = ordered((c.protocol for c in cells), PROTOCOLS)
@@ -396,17 +409,19 @@ it shows the count of each verdict followed by the verdict's letter (for example
 {grids}
 </main>
 <section id="details" hidden aria-live="polite"></section>
-<script type="application/json" id="matrix-data">{_embed(_payload(cells))}</script>
+<script type="application/json" id="matrix-data">{_embed(_payload(cells, repro))}</script>
 <script>{_JS}</script>
 </body>
 </html>
 """
 
 
-def write_html(cells: list[Cell], path: str | pathlib.Path, meta: Mapping[str, str] | None = None) -> pathlib.Path:
-    """Write :func:`to_html` of ``cells`` to ``path`` (its folder made when
-    missing) and return the absolute path written."""
+def write_html(cells: list[Cell], path: str | pathlib.Path, meta: Mapping[str, str] | None = None,
+               repro: Mapping[tuple[str, str, str, str, str, bool], str] | None = None) -> pathlib.Path:  # fmt: skip
+    """Write :func:`to_html` of ``cells`` (with ``repro``'s links) to
+    ``path`` (its folder made when missing) and return the absolute path
+    written."""
     target = pathlib.Path(path).expanduser().resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(to_html(cells, meta=meta), encoding="utf-8")
+    target.write_text(to_html(cells, meta=meta, repro=repro), encoding="utf-8")
     return target

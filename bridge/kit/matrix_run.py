@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bridge.kit import matrix_layouts as _layouts
 from bridge.kit.isolation import emit, run_child
 from bridge.kit.matrix_cell import run_cell
 from bridge.kit.matrix_grid import _MODULE, LAYOUTS, TABLE_PRODUCERS, Cell, copy_reasons
@@ -53,7 +54,10 @@ def plan(
     keyword protocols (dlpack-copy, dlpack-device) cross a smaller grid; a
     table (``bridge-convert-table``) is made by the producers that make
     tables (:data:`~bridge.kit.matrix_grid.TABLE_PRODUCERS`), of each dtype,
-    its columns contiguous and writable."""
+    its columns contiguous and writable; the layouts of
+    :mod:`bridge.kit.matrix_layouts` cross their own dtypes when several are
+    asked for, and DLPack main's codes come from the ``handmade`` producer
+    alone (:func:`~bridge.kit.matrix_layouts.planned`)."""
     cells = []
     wanted = set(protocols) if protocols else None
     dtypes, consumer_list = list(dtypes), list(consumer_list)
@@ -71,6 +75,8 @@ def plan(
                 for layout in LAYOUTS:
                     if (keyword and layout not in _KEYWORD_LAYOUTS) or (table and layout != "contiguous"):
                         continue
+                    if not _layouts.planned(p, dt, layout, c.protocol, len(dtypes) > 1):
+                        continue
                     for ro in (False, True):
                         if ro and (table or p not in ("numpy", "bridge")):
                             continue
@@ -82,7 +88,7 @@ def plan(
 # can make their objects (mlx, jax, paddle and tensorflow run work on threads a
 # fork does not have, and hang there).
 _FORK_SAFE = ("numpy", "bridge", "pydlpack", "tvm_ffi", "array_api_strict", "pyarrow", "nanoarrow",
-              "onnxruntime")  # fmt: skip
+              "onnxruntime", _layouts.HANDMADE)  # fmt: skip
 _FORK_TIMEOUT = 60.0
 
 
@@ -139,6 +145,19 @@ def crash_line(lines: list[str]) -> str:
 
 def _risky_key(cell: Cell) -> tuple[str, str, str]:
     return (cell.consumer, cell.protocol, cell.layout)
+
+
+def _risky(cell: Cell, forked: set[tuple[str, ...]]) -> bool:
+    """Whether ``cell`` runs in a fork: its consumer, protocol and layout
+    crashed before, or its layout is one consumers fault on."""
+    return _risky_key(cell) in forked or _layouts.risky(cell.layout, cell.producer, cell.consumer)
+
+
+def _forkable(cell: Cell) -> bool:
+    """Whether a fork of a worker can make ``cell``'s object: its producer
+    keeps no threads, or only wraps NumPy memory for this layout
+    (:data:`~bridge.kit.matrix_layouts.FORK_SAFE_MAKERS`)."""
+    return cell.producer in _FORK_SAFE or cell.producer in _layouts.FORK_SAFE_MAKERS.get(cell.layout, ())
 
 
 def _run_forked(cell: Cell, consumer: Consumer) -> Cell:
@@ -203,7 +222,9 @@ def worker(cells: list[dict[str, Any]], risky: list[list[str]] | None = None,
     (the judged cell as a dict) after it. A consumer library is imported when
     its first cell comes, between ``importing`` and ``imported`` events (a
     crash there is the import's). Cells whose (consumer, protocol, layout)
-    is in ``risky`` (it crashed before) run in a fork of this process. The
+    is in ``risky`` (it crashed before), or whose layout is one consumers
+    fault on (:data:`~bridge.kit.matrix_layouts.RISKY_LAYOUTS`), run in a
+    fork of this process (where the producer can be forked). The
     ``preload`` peers' libraries are imported first, in that order (some
     libraries crash when imported after another, and not before it)."""
     table: dict[tuple[str, str], Consumer] = {}
@@ -235,7 +256,7 @@ def worker(cells: list[dict[str, Any]], risky: list[list[str]] | None = None,
         consumer = table.get((cell.consumer, cell.protocol))
         if consumer is None:
             cell.verdict, cell.detail = "n/a", "consumer not installed"
-        elif _risky_key(cell) in forked and cell.producer in _FORK_SAFE and hasattr(os, "fork"):
+        elif _risky(cell, forked) and _forkable(cell) and hasattr(os, "fork"):
             cell = _run_forked(cell, consumer)
         else:
             run_cell(cell, consumer, functools.partial(_emit_made, cell),

@@ -35,6 +35,8 @@ _JAX_ARRAY = "https://docs.jax.dev/en/latest/jep/28661-jax-array-protocol.html"
 _CUDA_STREAM = "https://nvidia.github.io/cuda-python/cuda-core/latest/interoperability.html#cuda-stream-protocol"
 _DEFAULT_CONVERT = "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.default_convert"
 _DATAFRAME_API = "https://data-apis.org/dataframe-protocol/latest/API.html"
+_ARROW_STREAM = "https://arrow.apache.org/docs/format/CStreamInterface.html"
+_DLPACK_MAIN = "https://github.com/dmlc/dlpack/blob/main/include/dlpack/dlpack.h"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,29 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "the CUstream address as an int; a library that takes a stream takes such an object (or "
          "refuses it with TypeError, the array API's type for a stream it does not take).",
          _CUDA_STREAM),
+    Rule("alignment", "DLPack C API", "DLTensor.data",
+         "data + byte_offset may start anywhere: dlpack.h means data to be 256-byte aligned, but says "
+         "\"it is recommended to not rely on the data pointer being correctly aligned\", and NumPy exports "
+         "memory aligned to no element (an odd address, or complex at its component's alignment); a "
+         "consumer takes such memory and reads and computes its values right, copies it, or refuses it "
+         "(BufferError); it never faults on it nor reads other values.", _DLPACK_C),
+    Rule("byte-order", "DLPack C API", "DLDataType (native endian-ness)",
+         "DLPack has no byte order: elements are in the native one, and a producer asked to export "
+         "another refuses (\"an explicit error message should be raised when attempting to export an "
+         "array with non-native endianness\": BufferError); where the byte order travels with the data "
+         "(a buffer's format '>f', an array interface's typestr '>f4') a consumer honours it, swaps it "
+         "(a copy) or refuses; values read in the wrong byte order are a violation.", _DLPACK_C),
+    Rule("chunks", "Arrow C stream interface", "ArrowArrayStream.get_next",
+         "A stream (a chunked array's __arrow_c_stream__) gives its values in order, in as many arrays "
+         "as it has, until get_next returns a released array: a consumer that makes one array of it "
+         "concatenates every chunk (a copy, and says so) or refuses; it never takes the first chunk "
+         "alone.", _ARROW_STREAM),
+    Rule("unknown-code", "DLPack C API (main branch)", "DLDataTypeCode / DLDeviceType (after v1.3)",
+         "A consumer takes a DLDataTypeCode and a DLDeviceType only as what they are; one it does not "
+         "hold (DLPack main's kDLBcomplex 18, complex of two bfloat16 halves; kDLTPU 19, kDLTPUHost 20, "
+         "kDLAscend 21) it refuses with BufferError (the array API's type; TypeError and ValueError "
+         "also pass), never reading the memory as another dtype, or device memory as host memory "
+         "(TPU host memory is host memory: a CPU array over it is right).", _DLPACK_MAIN),
     Rule("batch", "bridge.convert", "Batches",
          "A batch converts into the same structure: a dict with the same keys in order, every leaf "
          "that is no array kept as the very object, every array converted once (the same array at two "
