@@ -159,6 +159,16 @@ def table_rows() -> list[Row]:
         _row(f"convert({what}, torch, stack=True) | from_numpy(np.column_stack(cols))", conv_stack,
              column_stack, "torch", 1.0, _same(conv_stack, column_stack)),
     ]  # fmt: skip
+    def hf_style() -> dict[str, Any]:  # HF datasets' torch formatting: each column through NumPy, then a copy
+        return {n: torch.tensor(tbl.column(n).to_numpy()) for n in tbl.column_names}
+
+    def conv_copy() -> Any:  # the default: Arrow's read-only memory copied into writable tensors, as torch.tensor does
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bridge.CopyWarning)
+            return bridge.convert(tbl, torch)
+
+    rows.append(_row(f"convert({what}, torch) | HF-datasets-style {{n: torch.tensor(col.to_numpy())}}",
+                     conv_copy, hf_style, "torch", 1.0, _same(conv_copy, hf_style)))  # fmt: skip
     if importlib.util.find_spec("pandas") is not None:
         def via_pandas() -> Any:
             return torch.from_numpy(tbl.to_pandas().to_numpy())

@@ -66,6 +66,7 @@ static PyObject *ndarray_of(TensorObject *t) {
  * leaf's import is a call of its own, and torch's probes may release the GIL
  * mid-batch. */
 static PyObject *needs_general, *batch_marker;
+static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value, *str_share_value;
 
 static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   if (kwnames == batch_marker) return Py_NewRef(needs_general);
@@ -142,30 +143,83 @@ static int is_jax_array(PyTypeObject *tp) {
 /* An Arrow array's values into one registered destination: straight to
  * NumPy's C API or the destination's exchange API when it holds them as they
  * are (read-only, 1-d), else as a bridge tensor (which the general path fixes). */
+/* Whether the call says readonly="share" (read-only memory lent to a
+ * destination that may write it: the caller's word that it will not). A
+ * batch's leaves carry no keywords: they never share here. */
+static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  if (kwnames == NULL || kwnames == batch_marker) return 0;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+    if (name == str_readonly_kw || PyUnicode_Compare(name, str_readonly_kw) == 0)
+      return value == str_share_value || (PyUnicode_Check(value) && PyUnicode_Compare(value, str_share_value) == 0);
+  }
+  return 0;
+}
+
+/* Arrow values (read-only, held by av->guard, which is not taken) as the
+ * destination's object when it holds them as they are (with `share`, through
+ * a writable alias where it could not say read-only); NULL with no exception
+ * when it does not. */
+static PyObject *values_to(const destination *d, bridge_arrow_values *av, int share) {
+  view v = {av->data, 0, {kDLCPU, 0}, av->dtype, 1, &av->length, NULL, 1};
+  if (d->take != TAKE_NUMPY && d->take != TAKE_API) return NULL;
+  int held = holds(d, &v);
+  if (!held && share) { /* lent as writable: what readonly="share" asks */
+    v.readonly = 0;
+    held = holds(d, &v);
+  }
+  if (!held) return NULL;
+  int64_t stride = 1;
+  if (d->take == TAKE_NUMPY)
+    return bridge_numpy_array_over(av->guard, av->data, av->dtype, 1, &av->length, &stride, v.readonly);
+  DLManagedTensorVersioned *m = bridge_dlpack_build_owned(av->guard, av->data, v.device, av->dtype, 1, &av->length,
+                                                          &stride, v.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+  PyObject *out = m ? take_managed(d, m) : NULL;
+  if (out == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the destination took no tensor");
+  return out;
+}
+
 static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
                           PyObject *kwnames) {
   bridge_arrow_values av;
   int got = bridge_arrow_values_of(obj, &av);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
-  view v = {av.data, 0, {kDLCPU, 0}, av.dtype, 1, &av.length, NULL, 1};
-  if ((d->take == TAKE_NUMPY || d->take == TAKE_API) && holds(d, &v)) {
-    PyObject *out;
-    int64_t stride = 1;
-    if (d->take == TAKE_NUMPY) {
-      out = bridge_numpy_array_over(av.guard, av.data, av.dtype, 1, &av.length, &stride, 1);
-    } else {
-      DLManagedTensorVersioned *m = bridge_dlpack_build_owned(av.guard, av.data, v.device, av.dtype, 1, &av.length,
-                                                              &stride, DLPACK_FLAG_BITMASK_READ_ONLY);
-      out = m ? take_managed(d, m) : NULL;
-    }
+  PyObject *out = values_to(d, &av, sharing(args, nargsf, kwnames));
+  if (out != NULL || PyErr_Occurred()) {
     Py_DECREF(av.guard);
     return out;
   }
   PyObject *t = bridge_arrow_values_tensor(&av);
   if (t == NULL) return NULL;
-  PyObject *out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
+  out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
   Py_DECREF(t);
   return out;
+}
+
+/* A table (bridge_arrow_columns_of) as a dict of column name -> the
+ * destination's object, when it holds every column as it is; else the
+ * general path's, whole (one warning for the table, its fixes per column). */
+static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
+                          PyObject *kwnames) {
+  PyObject *names;
+  bridge_arrow_values *cols;
+  Py_ssize_t n;
+  int got = bridge_arrow_columns_of(obj, &names, &cols, &n);
+  if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  int share = sharing(args, nargsf, kwnames);
+  PyObject *out = PyDict_New();
+  for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+    PyObject *col = values_to(d, &cols[i], share);
+    int rc = col == NULL ? -1 : PyDict_SetItem(out, PyTuple_GET_ITEM(names, i), col);
+    Py_XDECREF(col);
+    if (rc < 0) Py_CLEAR(out);
+  }
+  for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(cols[i].guard);
+  PyMem_Free(cols);
+  Py_DECREF(names);
+  if (out != NULL || PyErr_Occurred()) return out;
+  return general(obj, args, nargsf, kwnames); /* a column it does not hold as it is */
 }
 
 /* The fast path into one registered destination. */
@@ -205,7 +259,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
       /* Arrow (pyarrow, nanoarrow, polars): a plain primitive array is read
        * here; bit-packed bools, nulls, chunks, nested types go to the general
        * path, which names the fix or the refusal */
-      return arrow_to(d, obj, args, nargsf, kwnames);
+      return bridge_arrow_is_table(tp) ? table_to(d, obj, args, nargsf, kwnames) : arrow_to(d, obj, args, nargsf, kwnames);
     } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
       /* a jax array on the host: its buffer (the buffer protocol waits for the
        * array to be computed, as its __dlpack__ does; read-only), without
@@ -396,7 +450,7 @@ static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssiz
   return general(args[0], args, nargsf, kwnames);
 }
 
-static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value;
+
 
 /* convert(obj, to, *, copy=None, readonly="copy", dtype=None, device=None,
  * contiguous=False, writable=False, columns=None, stack=False) */
@@ -467,7 +521,8 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
     int plain = (PyUnicode_Compare(name, str_copy_kw) == 0 && value == Py_None) ||
                 (PyUnicode_Compare(name, str_readonly_kw) == 0 && PyUnicode_Check(value) &&
-                 (value == str_copy_value || PyUnicode_Compare(value, str_copy_value) == 0));
+                 (value == str_copy_value || value == str_share_value || PyUnicode_Compare(value, str_copy_value) == 0 ||
+                  PyUnicode_Compare(value, str_share_value) == 0));
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
   PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, args[1]); /* (unhashable: the general path explains) */
@@ -536,7 +591,7 @@ int bridge_crossing_init(PyObject *mod) {
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
       !(str_arrow_stream = PyUnicode_InternFromString("__arrow_c_stream__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
-      !(str_copy_value = PyUnicode_InternFromString("copy")))
+      !(str_copy_value = PyUnicode_InternFromString("copy")) || !(str_share_value = PyUnicode_InternFromString("share")))
     return -1;
   for (size_t i = 0; i < N_ASKS; i++)
     if (!(asks_kw[i] = PyUnicode_InternFromString(asks_names[i]))) return -1;

@@ -488,6 +488,41 @@ static int restreamable(PyTypeObject *tp) {
   return chunked;
 }
 
+/* obj.__arrow_c_stream__() drained, when it holds exactly one batch: 1 with
+ * *schema and *batch (the caller's to release, or to move from); 0 when it
+ * holds more or fewer, or a call failed (nothing held, no exception: the
+ * general path reads obj again and explains); -1 with an exception. */
+static int one_batch(PyObject *obj, PyObject *method, struct ArrowSchema *schema, struct ArrowArray *batch) {
+  PyObject *cap = PyObject_CallMethodNoArgs(obj, method);
+  if (cap == NULL) return -1;
+  struct ArrowArrayStream *src = (struct ArrowArrayStream *)capsule_struct(cap, BRIDGE_NAME_ARROW_STREAM, "stream");
+  if (src == NULL || src->release == NULL) {
+    PyErr_Clear();
+    Py_DECREF(cap);
+    return 0;
+  }
+  any_stream st;
+  memset(&st, 0, sizeof st);
+  st.plain = *src; /* drained here: one schema, one array, then the end */
+  src->release = NULL;
+  Py_DECREF(cap);
+  struct ArrowDeviceArray first, next;
+  memset(schema, 0, sizeof *schema);
+  memset(&first, 0, sizeof first);
+  memset(&next, 0, sizeof next);
+  int rc = any_get_schema(&st, schema) == 0 && schema->release != NULL && any_get_next(&st, &first) == 0 &&
+           first.array.release != NULL && any_get_next(&st, &next) == 0 && next.array.release == NULL;
+  if (next.array.release != NULL) next.array.release(&next.array);
+  if (!rc) {
+    if (first.array.release != NULL) first.array.release(&first.array);
+    if (schema->release != NULL) schema->release(schema);
+  } else {
+    *batch = first.array;
+  }
+  any_release(&st);
+  return rc;
+}
+
 int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p) {
   static PyObject *str_array, *str_stream;
   if (str_array == NULL && !(str_array = PyUnicode_InternFromString("__arrow_c_array__"))) return -1;
@@ -510,34 +545,88 @@ int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p) {
     return rc;
   }
   if (_PyType_Lookup(tp, str_stream) == NULL || !restreamable(tp)) return 0;
-  PyObject *cap = PyObject_CallMethodNoArgs(obj, str_stream);
-  if (cap == NULL) return -1;
-  struct ArrowArrayStream *src = (struct ArrowArrayStream *)capsule_struct(cap, BRIDGE_NAME_ARROW_STREAM, "stream");
-  if (src == NULL || src->release == NULL) {
-    PyErr_Clear();
-    Py_DECREF(cap);
-    return 0;
-  }
-  any_stream st;
-  memset(&st, 0, sizeof st);
-  st.plain = *src; /* drained here: one schema, one array, then the end */
-  src->release = NULL;
-  Py_DECREF(cap);
   struct ArrowSchema schema;
-  struct ArrowDeviceArray first, next;
-  memset(&schema, 0, sizeof schema);
-  memset(&first, 0, sizeof first);
-  memset(&next, 0, sizeof next);
-  int rc = 0;
-  if (any_get_schema(&st, &schema) == 0 && any_get_next(&st, &first) == 0 && first.array.release != NULL &&
-      any_get_next(&st, &next) == 0 && next.array.release == NULL && plain_primitive(&schema, &first.array, &dt)) {
-    rc = take_primitive(&schema, &first.array, dt, p);
+  struct ArrowArray first;
+  int rc = one_batch(obj, str_stream, &schema, &first);
+  if (rc > 0) {
+    rc = plain_primitive(&schema, &first, &dt) ? take_primitive(&schema, &first, dt, p) : 0;
+    if (first.release != NULL) first.release(&first); /* what was not taken: the general path's */
+    if (schema.release != NULL) schema.release(&schema);
   }
-  /* what was not taken (a second chunk, another type, a failed call: the general path's) */
-  if (next.array.release != NULL) next.array.release(&next.array);
-  if (first.array.release != NULL) first.array.release(&first.array);
+  return rc;
+}
+
+int bridge_arrow_is_table(PyTypeObject *tp) {
+  static PyTypeObject *known[3];
+  if (tp == known[0] || tp == known[1] || tp == known[2]) return 1;
+  int yes = strcmp(tp->tp_name, "pyarrow.lib.Table") == 0 || strcmp(tp->tp_name, "pyarrow.lib.RecordBatch") == 0;
+  if (!yes && strcmp(tp->tp_name, "DataFrame") == 0) {
+    PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    yes = mod != NULL && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "polars.dataframe.frame") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+  }
+  for (int i = 0; yes && i < 3; i++)
+    if (known[i] == NULL) {
+      known[i] = tp;
+      break;
+    }
+  return yes;
+}
+
+int bridge_arrow_columns_of(PyObject *obj, PyObject **names, bridge_arrow_values **cols, Py_ssize_t *n) {
+  static PyObject *str_stream;
+  if (str_stream == NULL && !(str_stream = PyUnicode_InternFromString("__arrow_c_stream__"))) return -1;
+  if (!bridge_arrow_is_table(Py_TYPE(obj))) return 0;
+  struct ArrowSchema schema;
+  struct ArrowArray batch;
+  int rc = one_batch(obj, str_stream, &schema, &batch);
+  if (rc <= 0) return rc;
+  /* a struct of plain primitive columns, none of them cut by the batch's own
+   * offset or nulls (a column then would not be its child's values as they are) */
+  int64_t k = schema.n_children;
+  int ok = strcmp(schema.format, "+s") == 0 && k > 0 && k == batch.n_children && k <= ARROW_MAX_CHILDREN &&
+           schema.children != NULL && batch.children != NULL && batch.offset == 0 && batch.length >= 0 &&
+           (batch.null_count == 0 || (batch.null_count == -1 && (batch.n_buffers < 1 || batch.buffers == NULL ||
+                                                                   batch.buffers[0] == NULL)));
+  DLDataType *dts = ok ? PyMem_Calloc((size_t)k, sizeof *dts) : NULL;
+  for (int64_t i = 0; dts != NULL && i < k; i++) {
+    struct ArrowSchema *cs = schema.children[i];
+    struct ArrowArray *ca = batch.children[i];
+    if (cs == NULL || ca == NULL || cs->name == NULL || !plain_primitive(cs, ca, &dts[i]) || ca->length != batch.length) {
+      PyMem_Free(dts);
+      dts = NULL;
+    }
+  }
+  rc = 0;
+  if (dts != NULL) {
+    bridge_arrow_values *out = PyMem_Calloc((size_t)k, sizeof *out);
+    PyObject *keys = out ? PyTuple_New((Py_ssize_t)k) : NULL;
+    int64_t i = 0;
+    for (; keys != NULL && i < k; i++) {
+      PyObject *name = PyUnicode_FromString(schema.children[i]->name);
+      if (name == NULL) break;
+      PyTuple_SET_ITEM(keys, i, name);
+      /* a child moved out of its parent (the C Data Interface allows it: the
+       * parent's release then leaves it alone), into a guard of its own */
+      if (take_primitive(schema.children[i], batch.children[i], dts[i], &out[i]) < 0) break;
+    }
+    if (keys != NULL && i == k) {
+      *names = keys;
+      *cols = out;
+      *n = (Py_ssize_t)k;
+      rc = 1;
+    } else {
+      for (int64_t j = 0; out != NULL && j < i; j++) Py_XDECREF(out[j].guard);
+      PyMem_Free(out);
+      Py_XDECREF(keys);
+      rc = -1;
+      if (!PyErr_Occurred()) PyErr_NoMemory();
+    }
+    PyMem_Free(dts);
+  }
+  if (batch.release != NULL) batch.release(&batch);
   if (schema.release != NULL) schema.release(&schema);
-  any_release(&st);
   return rc;
 }
 

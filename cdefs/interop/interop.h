@@ -144,6 +144,16 @@ typedef struct {
  * handed over is released, and the general path reads obj again); -1 with an
  * exception. */
 int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p);
+/* A table's columns (pyarrow Table or RecordBatch, polars DataFrame) through
+ * one __arrow_c_stream__ of one batch of plain primitive columns: 1 with
+ * *names (a tuple of str, new) and *cols (n of them, PyMem_Malloc'd, each
+ * guard a new reference; the caller frees both); 0 when obj is not such a
+ * table (nothing held, no exception); -1 with an exception. */
+int bridge_arrow_columns_of(PyObject *obj, PyObject **names, bridge_arrow_values **cols, Py_ssize_t *n);
+/* pyarrow's Table and RecordBatch, polars' DataFrame: tables whose every
+ * __arrow_c_stream__() is a new stream over the same columns (what is read
+ * for bridge_arrow_columns_of and not taken is read again by the general path). */
+int bridge_arrow_is_table(PyTypeObject *tp);
 /* A read-only 1-d bridge tensor over *p's values (taking p->guard). */
 PyObject *bridge_arrow_values_tensor(bridge_arrow_values *p);
 /* The Arrow PyCapsule interface's capsule names, written once (arrow_export.c). */

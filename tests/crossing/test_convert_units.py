@@ -473,3 +473,93 @@ def test_stack_takes_one_dim_columns_only() -> None:
     t = pa.table({"m": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(4.0)), 2)})
     with pytest.raises(ValueError, match="column 'm' is 2-d; stacking takes 1-d columns"):
         bridge.convert(t, np, stack=True)
+
+
+# ------------------------------------------------------- tables in C (convert.c: table_to)
+
+
+def test_a_table_of_plain_columns_takes_the_fast_path() -> None:
+    """pyarrow Tables and RecordBatches and polars frames of one chunk of
+    plain numbers are read in C through one __arrow_c_stream__ (no general
+    path call), each column zero-copy (by address, through pyarrow's and
+    polars' own APIs) and read-only where the destination can say so."""
+    pl = pytest.importorskip("polars")
+    t = pa.table({"a": [1.0, 2.0, 3.0], "b": pa.array([1, 2, 3], pa.int32())})
+    frame = pl.DataFrame({"a": [1.0, 2.0], "n": [3, 4]})
+    for src, names in ((t, t.column_names), (t.to_batches()[0], t.column_names), (frame, frame.columns)):
+        bridge.convert(src, np)  # (the destination's registration)
+        with spy() as seen, _quiet():
+            out = bridge.convert(src, np)
+        assert seen == [], type(src)
+        assert list(out) == names
+        assert all(not v.flags.writeable for v in out.values())
+    out = bridge.convert(t, np)
+    assert all(out[n].ctypes.data == _buffer_address(t.column(n)) for n in out)
+    assert bridge.convert(frame, np)["n"].ctypes.data == frame["n"].to_numpy().ctypes.data
+
+
+def test_readonly_share_lends_a_tables_columns_to_torch() -> None:
+    t = pa.table({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    bridge.convert(t, torch, readonly="share")
+    with spy() as seen, _quiet():
+        out = bridge.convert(t, torch, readonly="share")
+    assert seen == []
+    assert all(out[n].data_ptr() == _buffer_address(t.column(n)) for n in out)
+    with spy() as seen, _quiet():  # the same for one Arrow array
+        one = bridge.convert(t.column("a").chunk(0), torch, readonly="share")
+    assert seen == [] and one.data_ptr() == _buffer_address(t.column("a"))
+    with pytest.warns(bridge.CopyWarning, match="read-only"):  # the default still copies, once per table
+        copied = bridge.convert(t, torch)
+    assert copied["a"].data_ptr() != _buffer_address(t.column("a")) and copied["b"].tolist() == [3.0, 4.0]
+    with pytest.raises(BufferError, match="readonly='error'"):
+        bridge.convert(t, torch, readonly="error")
+
+
+def test_tables_the_fast_path_leaves_are_the_general_paths_whole() -> None:
+    """Two chunks, nulls, a bool or string column, an offset batch: the C
+    path reads the stream and leaves it (releasing what it read), and the
+    general path names each fix or refusal as before."""
+    chunks = pa.Table.from_batches([pa.record_batch({"a": [1.0]}), pa.record_batch({"a": [2.0]})])
+    with pytest.warns(bridge.CopyWarning, match="2 chunks"):
+        assert bridge.convert(chunks, np)["a"].tolist() == [1.0, 2.0]
+    with pytest.warns(bridge.CopyWarning, match=r"\['f'\]"):
+        mixed = bridge.convert(pa.table({"x": [1.0, 2.0], "f": [True, False]}), np)
+    assert mixed["f"].tolist() == [True, False] and mixed["x"].tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="fill_null"):
+        bridge.convert(pa.table({"a": [1.0, None]}), np)
+    sliced = pa.table({"a": np.arange(6.0), "b": np.arange(6, 12.0)}).slice(2, 3)
+    with _quiet():
+        out = bridge.convert(sliced, np)
+    assert out["a"].tolist() == [2.0, 3.0, 4.0] and out["b"].tolist() == [8.0, 9.0, 10.0]
+    with pytest.raises(TypeError):
+        bridge.convert(pa.table({"s": ["x"]}), np)
+
+
+def test_a_tables_columns_keep_its_memory_and_leak_nothing() -> None:
+    """Each column holds its own moved-out child of the stream's batch: the
+    table may go, the values stay; and over many calls the Arrow memory
+    pyarrow has allocated comes back to where it was."""
+    import gc
+
+    def make() -> Any:
+        return pa.table({"a": np.arange(1000.0), "b": np.arange(1000.0) * 2})
+
+    t = make()
+    a_addr = _buffer_address(t.column("a"))
+    out = bridge.convert(t, torch, readonly="share")
+    del t
+    gc.collect()
+    assert out["a"].data_ptr() == a_addr and out["b"][999].item() == 1998.0
+    del out
+    gc.collect()
+    base = pa.total_allocated_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)  # (the two-batch table's concatenation)
+        for _ in range(200):
+            t = make()
+            bridge.convert(t, np)
+            bridge.convert(t, torch, readonly="share")
+            bridge.convert(pa.Table.from_batches([t.to_batches()[0]] * 2), np)  # two batches: the C path gives up
+    del t
+    gc.collect()
+    assert pa.total_allocated_bytes() == base
