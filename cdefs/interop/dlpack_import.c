@@ -576,9 +576,14 @@ static PyObject *py_from_dlpack(PyObject *mod, PyObject *const *args, Py_ssize_t
         Py_DECREF(refusal);
       }
     } else if (have_dev && PyErr_ExceptionMatches(PyExc_BufferError)) {
+      /* __dlpack_device__ is asked with the refusal set aside (a call with an
+       * exception pending is a SystemError); the refusal stands unless bridge copies */
+      PyObject *refusal = bridge_fetch_error();
       int cuda = type == kDLCUDA ? 1 : producer_on_cuda(x);
+      PyErr_Clear(); /* (a failing __dlpack_device__: the producer's refusal says more) */
+      if (cuda != 1) bridge_restore_error(refusal);
+      else Py_XDECREF(refusal);
       if (cuda == 1) { /* the producer cannot reach the device: bridge copies (the copy engine) */
-        PyErr_Clear();
         PyObject *plain = ask_producer(x, NULL, NULL, 0, &taken, &stream);
         PyObject *here = plain ? import_asked(plain, stream, 0, NULL) : NULL;
         Py_XDECREF(plain);

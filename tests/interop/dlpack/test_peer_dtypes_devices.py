@@ -75,3 +75,28 @@ def test_tvm_ffi_jax_and_paddle_devices():
     # paddle's Tensor.device is a str subclass with __dlpack_device__.
     assert device(x.device) == device("cpu") and device(x.place) == device("cpu")
     assert bridge.zeros(2).to(x.device, x.dtype).dtype is bridge.float32
+
+
+def test_a_producer_refusing_dl_device_keeps_its_buffer_error() -> None:
+    """A producer whose __dlpack__ refuses dl_device (cuda-core's
+    StridedMemoryView refuses even its own device) gets its BufferError back
+    from from_dlpack(x, device="cpu"): its __dlpack_device__ is asked with the
+    refusal set aside, not called with an exception pending (a SystemError)."""
+    import numpy as np
+
+    class Refuses:
+        def __init__(self) -> None:
+            self.a = np.arange(4.0)
+
+        def __dlpack__(self, *, stream: object = None, max_version: object = None, dl_device: object = None,
+                       copy: object = None) -> object:  # fmt: skip
+            if dl_device is not None:
+                raise BufferError("not supported: dl_device other than None")
+            return self.a.__dlpack__(max_version=max_version)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    with pytest.raises(BufferError, match="dl_device other than None"):
+        bridge.from_dlpack(Refuses(), device="cpu")
+    assert bridge.from_dlpack(Refuses()).tolist() == [0.0, 1.0, 2.0, 3.0]
