@@ -1,7 +1,8 @@
 """The matrix's newer peers: paddle, mlx, onnxruntime, array-api-strict,
-pandas, xarray, and the heavy extra's tensorflow and warp. How each makes a
-case (:func:`produce`) and takes one (:func:`consumers`); the older peers
-live in :mod:`bridge.kit.matrix_peers`, which calls into this module.
+pandas, xarray, arro3, narwhals, datafusion, duckdb, cuda.core, and the heavy
+extra's tensorflow, warp and Modular MAX. How each makes a case
+(:func:`produce`) and takes one (:func:`consumers`); the older peers live in
+:mod:`bridge.kit.matrix_peers`, which calls into this module.
 
 Each library is imported only when one of its producers or consumers is asked
 for. What each speaks (checked against the installed versions):
@@ -13,7 +14,18 @@ for. What each speaks (checked against the installed versions):
 - array-api-strict: the array API's ``from_dlpack``/``asarray``, the buffer;
 - pandas 3 and xarray: ``__arrow_c_stream__`` (pandas also ``Series.from_arrow``);
 - tensorflow: ``__dlpack__`` and ``tf.experimental.dlpack`` (legacy capsules);
-- warp: ``__dlpack__``, ``__array_interface__`` and ``wp.from_dlpack``.
+- warp: ``__dlpack__``, ``__array_interface__`` and ``wp.from_dlpack``;
+- arro3 (arro3-core): ``Array.from_numpy`` (zero-copy) and its
+  ``__arrow_c_array__``; ``Array.from_arrow`` of any Arrow PyCapsule object;
+- narwhals: a Series' ``__arrow_c_stream__``, ``nw.from_arrow`` (streams
+  of record batches only);
+- datafusion and duckdb: a one-column table's ``__arrow_c_stream__`` (a
+  DataFrame, a relation), ``SessionContext.from_arrow`` /
+  ``DuckDBPyConnection.from_arrow``, each read back as a table;
+- cuda.core (cuda-core): ``StridedMemoryView.from_dlpack`` (a view, zero-copy),
+  its ``__dlpack__`` and its DLPack C exchange API;
+- Modular MAX: ``max.driver.Buffer.from_numpy`` (zero-copy), its slices'
+  ``__dlpack__`` and ``Buffer.from_dlpack(copy=)``.
 """
 
 from __future__ import annotations
@@ -25,14 +37,18 @@ import numpy as np
 
 from bridge.kit import matrix_layouts as _layouts
 
-__all__ = ["NEW_PEERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout",
+__all__ = ["NEW_PEERS", "ARROW_MAKERS", "Make", "produce", "consumers", "dtype_name", "api_convert", "apply_layout",
            "COMPONENT_ALIGNED", "COMPONENT_SHAPE", "place_component_aligned"]
 
 # onnxruntime spells the float8 types without bridge's underscore (and e8m0 without "fnu").
 _ORT_FLOAT8 = {"float8e4m3fn": "float8_e4m3fn", "float8e4m3fnuz": "float8_e4m3fnuz", "float8e5m2": "float8_e5m2",
                "float8e5m2fnuz": "float8_e5m2fnuz", "float8e8m0": "float8_e8m0fnu"}  # fmt: skip
 
-NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray", "tensorflow", "warp")
+NEW_PEERS = ("paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray", "tensorflow", "warp",
+             "arro3", "narwhals", "datafusion", "duckdb", "cuda_core", "max")  # fmt: skip
+#: The newer peers whose objects are Arrow arrays, streams or tables of one
+#: column: the case's values flat (the caller flattens the expected values).
+ARROW_MAKERS = ("pandas", "xarray", "arro3", "narwhals", "datafusion", "duckdb")
 
 
 def dtype_name(dtype: Any) -> str:
@@ -223,7 +239,84 @@ def produce(peer: str, m: Make) -> Any:
         m.without(("bfloat16", "complex64", "complex128"), "warp")
         wp.config.quiet = True
         return wp.array(_contiguous(ref), device="cpu")
+    if peer in ("arro3", "narwhals", "datafusion", "duckdb"):
+        return _arrow_maker(peer, m)
+    if peer == "cuda_core":
+        from cuda.core.utils import StridedMemoryView
+
+        # A view of NumPy's memory, every layout as it is (stream_ptr=-1: no
+        # synchronisation; None is refused as ambiguous). NumPy's DLPack export
+        # has no ml_dtypes types (bfloat16, float8/6/4): those cases are bridge's
+        # export of the same NumPy memory.
+        if ref.dtype.kind == "V":
+            import bridge
+
+            return StridedMemoryView.from_dlpack(bridge.from_numpy(ref), stream_ptr=-1)
+        return StridedMemoryView.from_dlpack(ref, stream_ptr=-1)
+    if peer == "max":
+        from max.driver import Buffer
+
+        m.only(("contiguous", "stepped", "negative", "0-d", "zero-size"),
+               "a MAX Buffer's views are its slices (no transpose, broadcast or as_strided)")  # fmt: skip
+        m.without(("complex64", "complex128"), "MAX")
+        base = np.array(m.base, copy=True)
+        if m.dtype == "bfloat16":
+            # from_numpy refuses ml_dtypes' types: the bits, viewed as MAX's bfloat16. MAX
+            # reads no strided bfloat16 view back (to_numpy has no bfloat16, view() wants
+            # packed rows), so what it holds there cannot be checked: compact ones only.
+            from max.dtype import DType
+
+            m.only(("contiguous", "0-d", "zero-size"), "MAX reads no strided bfloat16 view back")
+            b = Buffer.from_numpy(base.view(np.uint16)).view(DType.bfloat16)
+        else:
+            b = Buffer.from_numpy(base)  # wraps NumPy's memory
+        view = apply_layout(b, layout, Buffer)
+        _held_by_max(view, m)
+        return view
     raise m.not_made(f"unknown producer {peer}")
+
+
+def _held_by_max(view: Any, m: Make) -> None:
+    """Raise :class:`~bridge.kit.matrix_layouts.MadeWrong` when MAX's own
+    reader (``Buffer.to_numpy``) reads other values from the view it made than
+    the case's (every cell of the case is then the producer's violation)."""
+    try:
+        held = _max_values(view)
+    except Exception:  # no reader for this view: the consumers judge it
+        return
+    want = m.ref
+    if held.shape == want.shape and held.tobytes() == np.ascontiguousarray(want).tobytes():
+        return
+    rule = "values" if m.layout == "contiguous" else ("shape" if m.layout in ("0-d", "zero-size") else "strides")
+    raise _layouts.MadeWrong(rule, f"MAX's own Buffer.to_numpy() reads {held.reshape(-1)[:4].tolist()} from the "
+                                   f"{m.layout} {held.dtype} view it made, which holds "
+                                   f"{want.reshape(-1)[:4].tolist()} (its strides {tuple(view.strides)})",
+                             view, np.array(want, copy=True))  # fmt: skip
+
+
+def _arrow_maker(peer: str, m: Make) -> Any:
+    """The case, flat, as an arro3 Array (over NumPy's memory), a narwhals
+    Series over pyarrow, or a one-column table: a datafusion DataFrame (over
+    NumPy's memory) or a duckdb relation over a pyarrow Table."""
+    m.only(("contiguous",), f"{peer}'s Arrow data is 1-d")
+    m.without(("bfloat16", "complex64", "complex128"), f"{peer} (Arrow has no such type)")
+    flat = _contiguous(m.ref).reshape(-1)
+    if peer == "arro3":
+        from arro3.core import Array
+
+        return Array.from_numpy(flat)
+    if peer == "narwhals":
+        import narwhals as nw
+
+        return nw.new_series("a", flat, backend="pyarrow")
+    if peer == "datafusion":
+        import datafusion
+
+        return datafusion.SessionContext().from_pydict({"a": flat})
+    import duckdb
+    import pyarrow as pa
+
+    return duckdb.connect().from_arrow(pa.table({"a": flat}))  # (the relation keeps its connection)
 
 
 def _poke_index(x: Any) -> Any:
@@ -358,7 +451,140 @@ def consumers(want: Callable[[str], bool], make: Callable[..., Any]) -> list[Any
             make("warp", "dlpack", wp.from_dlpack, **common),
             make("warp", "array-interface", lambda o: wp.array(o, device="cpu", copy=False), **common),
         ]
+    return out + _newest_consumers(want, make)
+
+
+def _newest_consumers(want: Callable[[str], bool], make: Callable[..., Any]) -> list[Any]:
+    """The consumers of arro3, narwhals, datafusion, duckdb, cuda.core and MAX."""
+    out: list[Any] = []
+    if want("arro3"):
+        from arro3.core import Array
+
+        # Read back through pyarrow (which imports its capsule without a copy).
+        out.append(make("arro3", "arrow", Array.from_arrow, values=lambda a: _column_values(_to_pyarrow(a)),
+                        address=lambda a: _column_address(_to_pyarrow(a)), writable=lambda a: False))  # fmt: skip
+    tables: dict[str, Callable[[Any], Any]] = {}
+    if want("narwhals"):
+        import narwhals as nw
+
+        tables["narwhals"] = lambda o: nw.from_arrow(o, backend="pyarrow")
+    if want("datafusion"):
+        import datafusion
+
+        tables["datafusion"] = lambda o: datafusion.SessionContext().from_arrow(o)
+    if want("duckdb"):
+        import duckdb
+
+        tables["duckdb"] = lambda o: duckdb.connect().from_arrow(o)
+    for peer, take in tables.items():  # a table of one column: the values are its first column's
+        out.append(make(peer, "arrow", take, values=lambda t: _column_values(_first_column(t)),
+                        address=lambda t: _column_address(_first_column(t)), writable=lambda t: False))  # fmt: skip
+    if want("cuda_core"):
+        from cuda.core.utils import StridedMemoryView
+
+        api = StridedMemoryView.__dlpack_c_exchange_api__
+        # The view's values are read from what it says it holds (pointer, shape,
+        # strides, dtype), not through its own export.
+        views: dict[str, Any] = dict(values=_smv_values, address=lambda v: int(v.ptr),
+                                     writable=lambda v: not v.readonly, dtype_of=lambda v: dtype_name(v.dtype))
+        out += [
+            make("cuda_core", "dlpack", lambda o: StridedMemoryView.from_dlpack(o, stream_ptr=-1), **views),
+            make("cuda_core", "dlpack-c-api", lambda o: api_convert(o, api), **views),
+        ]
+    if want("max"):
+        from max.driver import Buffer
+
+        buffers: dict[str, Any] = dict(values=_max_values, address=lambda b: int(b._data_ptr()),
+                                       writable=lambda b: True, poke=_set_item, dtype_of=lambda b: dtype_name(b.dtype))
+        out += [
+            make("max", "dlpack", Buffer.from_dlpack, **buffers),
+            make("max", "dlpack-copy", lambda o: Buffer.from_dlpack(o, copy=True), **buffers),
+        ]
     return out
+
+
+def _to_pyarrow(obj: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.array(obj)
+
+
+def _first_column(table: Any) -> Any:
+    """The first column of a table (narwhals DataFrame, datafusion DataFrame,
+    duckdb relation) as pyarrow reads its ``__arrow_c_stream__``: its one
+    chunk, or its chunks joined."""
+    import pyarrow as pa
+
+    column = pa.table(table).column(0)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _column_values(a: Any) -> np.ndarray[Any, Any]:
+    """A pyarrow Array's values: an N-d tensor (``arrow.fixed_shape_tensor``)
+    in its shape, a fixed-size list as rows, bool8 as its int8 storage."""
+    import pyarrow as pa
+
+    if isinstance(a.type, pa.FixedShapeTensorType):
+        return np.array(a.to_numpy_ndarray(), copy=True)
+    a = _one_array(a)
+    if pa.types.is_fixed_size_list(a.type):
+        flat = a.flatten()
+        return np.array(flat.to_numpy(zero_copy_only=False), copy=True).reshape(len(a), a.type.list_size)
+    return np.array(a.to_numpy(zero_copy_only=False), copy=True)
+
+
+def _column_address(a: Any) -> int | None:
+    """The address of the first value of a pyarrow Array (of a fixed-size list's values)."""
+    import pyarrow as pa
+
+    a = _one_array(a)
+    if pa.types.is_fixed_size_list(a.type):
+        a = a.flatten()
+    buf = a.buffers()[1]
+    return None if buf is None else int(buf.address + a.offset * a.type.bit_width // 8)
+
+
+def _one_array(a: Any) -> Any:
+    """An extension array's storage; a struct of one field (a stream of
+    record batches taken as one array) that field."""
+    import pyarrow as pa
+
+    if isinstance(a, pa.ExtensionArray):
+        a = a.storage
+    if pa.types.is_struct(a.type) and a.type.num_fields == 1:
+        a = a.field(0)
+    return a
+
+
+def _smv_values(v: Any) -> np.ndarray[Any, Any]:
+    """The values a cuda.core StridedMemoryView (host memory) says it holds:
+    NumPy over its pointer, with its shape, strides (in elements) and dtype."""
+    import ctypes
+
+    dtype, shape = np.dtype(v.dtype), tuple(v.shape)
+    if int(np.prod(shape)) == 0:
+        return np.empty(shape, dtype)
+    strides = tuple(v.strides) if v.strides is not None else tuple(
+        int(np.prod(shape[k + 1:])) for k in range(len(shape)))  # fmt: skip
+    low = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    size = dtype.itemsize
+    raw = (ctypes.c_char * ((high - low + 1) * size)).from_address(int(v.ptr) + low * size)
+    view: np.ndarray[Any, Any] = np.ndarray(shape, dtype, buffer=raw, offset=-low * size,
+                                            strides=tuple(s * size for s in strides))  # fmt: skip
+    return np.array(view, copy=True)
+
+
+def _max_values(b: Any) -> np.ndarray[Any, Any]:
+    """A MAX Buffer's values (its bfloat16 as ml_dtypes', read as its bits)."""
+    from max.dtype import DType
+
+    if b.dtype == DType.bfloat16:  # (to_numpy has no bfloat16; view() needs the shape of a 0-d buffer)
+        import ml_dtypes
+
+        bits = b.view(DType.uint16, tuple(b.shape)).to_numpy()
+        return np.array(bits.view(ml_dtypes.bfloat16), copy=True)
+    return np.array(b.to_numpy(), copy=True)
 
 
 def api_convert(obj: Any, dst_api: Any) -> Any:

@@ -57,13 +57,16 @@ PROTOCOLS = ("dlpack", "dlpack-c-api", "dlpack-copy", "dlpack-device", "array-in
 TABLE_PRODUCERS = ("pyarrow", "polars", "pandas")
 PEERS = ("bridge", "numpy", "torch", "jax", "pyarrow", "polars", "nanoarrow", "tvm_ffi",
          "pydlpack", "paddle", "mlx", "onnxruntime", "array_api_strict", "pandas", "xarray",
-         "tensorflow", "warp", "cupy", _layouts.HANDMADE)  # fmt: skip
+         "arro3", "narwhals", "datafusion", "duckdb", "cuda_core",
+         "tensorflow", "warp", "max", "cupy", _layouts.HANDMADE)  # fmt: skip
 #: Peers of the ``heavy`` extra (not in make test's default install); the
-#: matrix uses them when they are installed.
-HEAVY_PEERS = ("tensorflow", "warp")
+#: matrix uses them when they are installed. max: Modular MAX's driver
+#: (``max.driver.Buffer``), 740 MB installed.
+HEAVY_PEERS = ("tensorflow", "warp", "max")
 # A peer's import name (by default, the peer's name).
 # handmade: the kit's own producer of hand-made capsules (DLPack main's codes).
-_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core", _layouts.HANDMADE: "bridge.kit.capsules"}
+_MODULE = {"pydlpack": "dlpack", "tvm_ffi": "tvm_ffi", "mlx": "mlx.core", "arro3": "arro3.core",
+           "cuda_core": "cuda.core", "max": "max.driver", _layouts.HANDMADE: "bridge.kit.capsules"}  # fmt: skip
 #: What a cell can end as; :mod:`bridge.kit.matrix` says what each means.
 #: ``empty``: a zero-size tensor crossed intact; it has no bytes to share,
 #: so it is neither a copy nor zero-copy.

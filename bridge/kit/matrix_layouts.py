@@ -114,9 +114,9 @@ FORK_SAFE_MAKERS = {"component-aligned": ("torch", "paddle"), BYTE_MISALIGNED: (
 #: The producers that make each risky layout (the others' cells are n/a:
 #: nothing runs that could crash, so they are not forked).
 _MAKERS = {"component-aligned": ("numpy", "bridge", "torch", "paddle", "onnxruntime", "tvm_ffi", "pydlpack",
-                                 "array_api_strict"),
+                                 "array_api_strict", "cuda_core"),
            BYTE_MISALIGNED: ("numpy", "bridge", "torch", "paddle", "onnxruntime", "tvm_ffi", "pydlpack",
-                             "array_api_strict"),
+                             "array_api_strict", "cuda_core"),
            **{layout: (HANDMADE,) for layout in HANDMADE_LAYOUTS}}  # fmt: skip
 #: Consumers whose libraries hang in a fork of a process that imported them
 #: (their threads are not in the fork): never forked from the first.
@@ -260,6 +260,10 @@ def _misaligned(peer: str, dtype: str, ref: np.ndarray[Any, Any], readonly: bool
         import array_api_strict as xp
 
         return xp.asarray(ref), expected
+    if peer == "cuda_core":
+        from cuda.core.utils import StridedMemoryView
+
+        return StridedMemoryView.from_dlpack(ref, stream_ptr=-1), expected
     raise not_made(f"{_OWN_MEMORY.get(peer, peer)} copies into its own (aligned) memory")
 
 
@@ -297,7 +301,7 @@ def _big_endian(peer: str, ref: np.ndarray[Any, Any], readonly: bool,
                                           f"{held.reshape(-1)[1]!r} where the array holds {expected.reshape(-1)[1]!r})",
                             value, expected)  # fmt: skip
         return value, expected
-    if peer in ("tvm_ffi", "pydlpack", "paddle"):
+    if peer in ("tvm_ffi", "pydlpack", "paddle", "cuda_core"):
         raise not_made(f"{peer} wraps NumPy memory through its DLPack export, which refuses non-native byte order")
     raise not_made(f"{peer} keeps native byte order only")
 

@@ -152,7 +152,7 @@ def produce(peer: str, dtype: str, layout: str, readonly: bool) -> tuple[Any, np
     if peer in _frameworks.NEW_PEERS:
         case = _frameworks.Make(dtype, layout, ref, reference(dtype, "contiguous"), NotMade)
         obj = _frameworks.produce(peer, case)
-        arrow_stream = peer in ("pandas", "xarray")
+        arrow_stream = peer in _frameworks.ARROW_MAKERS
         return obj, (np.ascontiguousarray(ref).reshape(-1) if arrow_stream else ref.copy())
     raise NotMade(f"unknown producer {peer}")
 
@@ -298,6 +298,12 @@ CONSUMES: dict[str, tuple[str, ...]] = {
     "xarray": ("array-interface",),
     "tensorflow": ("dlpack",),
     "warp": ("dlpack", "array-interface"),
+    "arro3": ("arrow",),
+    "narwhals": ("arrow",),
+    "datafusion": ("arrow",),
+    "duckdb": ("arrow",),
+    "cuda_core": ("dlpack", "dlpack-c-api"),
+    "max": ("dlpack", "dlpack-copy"),
     "cupy": ("dlpack", "cuda-array-interface"),
 }
 # Every destination of bridge.convert also consumes through it (read from the

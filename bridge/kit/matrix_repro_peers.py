@@ -116,7 +116,7 @@ LAYOUT_WORDS = {
 
 #: A peer's import name where it is not the peer's name (the modules a
 #: reproducer may import: its two peers', NumPy's and ml_dtypes').
-MODULES = {"pydlpack": "dlpack", "mlx": "mlx", "array_api_strict": "array_api_strict"}
+MODULES = {"pydlpack": "dlpack", "mlx": "mlx", "array_api_strict": "array_api_strict", "cuda_core": "cuda"}
 
 _NUMPY_RO = "x = ref; x.flags.writeable = False"
 # bridge's read-only tensors are read-only NumPy memory it was lent.
@@ -164,6 +164,27 @@ PRODUCERS: dict[str, Producer] = {
     "mlx": Producer(("import mlx.core as mx",), "mx.array(base)", "mlx", special={
         "bfloat16": "b = mx.array(base.astype(np.float32)).astype(mx.bfloat16); x = {view}",
     }),
+    "arro3": Producer(("from arro3.core import Array",), f"Array.from_numpy({_ARROW_FLAT})", flat=True),
+    "narwhals": Producer(("import narwhals as nw",), f'nw.new_series("a", {_ARROW_FLAT}, backend="pyarrow")',
+                         flat=True),
+    "datafusion": Producer(("import datafusion",), f'datafusion.SessionContext().from_pydict({{"a": {_ARROW_FLAT}}})',
+                           flat=True),
+    # duckdb: the matrix's relation is over a pyarrow Table; the script scans a dict of NumPy arrays
+    # (DuckDB's replacement scan), the same one float column, without a third library.
+    "duckdb": Producer(("import duckdb",), 'duckdb.connect().sql("select * from d")', special={
+        "contiguous": f'd = {{"a": {_ARROW_FLAT}}}; x = duckdb.connect().sql("select * from d")',
+    }, flat=True),
+    # cuda.core: a StridedMemoryView of NumPy's memory; NumPy's DLPack export has no bfloat16, so that
+    # case is a view of bridge's export of the same memory, as in the matrix.
+    "cuda_core": Producer(("from cuda.core.utils import StridedMemoryView",),
+                          "StridedMemoryView.from_dlpack(ref, stream_ptr=-1)", address="x.ptr", shares=True, special={
+        "bfloat16": "import bridge; x = StridedMemoryView.from_dlpack(bridge.from_numpy(ref), stream_ptr=-1)",
+    }),
+    # MAX: a Buffer over a copy of the 4x12 base, laid out by slicing (as torch indexes: b[1, 1] is 0-d).
+    "max": Producer(("from max.driver import Buffer", "from max.dtype import DType"), "Buffer.from_numpy(base.copy())",
+                    "torch", special={
+        "bfloat16": "b = Buffer.from_numpy(base.view(np.uint16)).view(DType.bfloat16); x = {view}",
+    }, address="x._data_ptr()"),
 }  # fmt: skip
 
 _D = "dlpack"
@@ -219,4 +240,26 @@ CONSUMERS: dict[str, Consumer] = {
     "pandas": Consumer(("import pandas as pd",), {"arrow": "pd.Series.from_arrow(x)"}, values="y.to_numpy()",
                        dtype="", poke=""),
     "xarray": Consumer(("import xarray as xr",), {"array-interface": "xr.DataArray(x)"}, values="y.values"),
+    "arro3": Consumer(("from arro3.core import Array",), {"arrow": "Array.from_arrow(x)"}, values="y.to_numpy()",
+                      dtype="", poke=""),
+    # the table consumers: the values are the first column's
+    "narwhals": Consumer(("import narwhals as nw",), {"arrow": 'nw.from_arrow(x, backend="pyarrow")'},
+                         values="y[y.columns[0]].to_numpy()", dtype="", poke=""),
+    "datafusion": Consumer(("import datafusion",), {"arrow": "datafusion.SessionContext().from_arrow(x)"},
+                           values="y.to_arrow_table().column(0).to_numpy()", dtype="", poke=""),
+    "duckdb": Consumer(("import duckdb",), {"arrow": "duckdb.connect().from_arrow(x)"},
+                       values="y.fetchnumpy()[y.columns[0]]", dtype="", poke=""),
+    # cuda.core's view read back through its own DLPack export
+    "cuda_core": Consumer(("from cuda.core.utils import StridedMemoryView",),
+                          {_D: "StridedMemoryView.from_dlpack(x, stream_ptr=-1)",
+                           _C_API: "_drivers.api_convert(type(x).__dlpack_c_exchange_api__, "
+                                   "StridedMemoryView.__dlpack_c_exchange_api__, x)"},
+                          values="np.from_dlpack(y)", dtype="str(y.dtype)", poke="", address="y.ptr",
+                          notes={_C_API: _API_NOTE}),
+    # MAX: to_numpy has no bfloat16: its bits, read as uint16 (view() needs a 0-d buffer's shape)
+    "max": Consumer(("from max.driver import Buffer", "from max.dtype import DType"),
+                    {_D: "Buffer.from_dlpack(x)", "dlpack-copy": "Buffer.from_dlpack(x, copy=True)"},
+                    values="y.view(DType.uint16, tuple(y.shape)).to_numpy().view(ml_dtypes.bfloat16) "
+                           "if y.dtype == DType.bfloat16 else y.to_numpy()",
+                    poke="y[(0,) * y.rank] = v", address="y._data_ptr()"),
 }  # fmt: skip

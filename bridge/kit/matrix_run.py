@@ -88,7 +88,7 @@ def plan(
 # can make their objects (mlx, jax, paddle and tensorflow run work on threads a
 # fork does not have, and hang there).
 _FORK_SAFE = ("numpy", "bridge", "pydlpack", "tvm_ffi", "array_api_strict", "pyarrow", "nanoarrow",
-              "onnxruntime", _layouts.HANDMADE)  # fmt: skip
+              "onnxruntime", "cuda_core", _layouts.HANDMADE)  # fmt: skip
 _FORK_TIMEOUT = 60.0
 
 

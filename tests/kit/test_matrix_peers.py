@@ -1,7 +1,7 @@
 """The matrix's newer peers, exercised for real: paddle (with its DLPack C
 exchange API), mlx, onnxruntime, array-api-strict, pandas, xarray (the test
-extra installs them) and tensorflow and warp (the heavy extra: tested when
-present). Each runs in the matrix's own child processes, as ``python -m bridge matrix``
+extra installs them) and tensorflow, warp and Modular MAX (the heavy extra:
+tested when present; the newest peers have tests/kit/test_matrix_new_peers.py). Each runs in the matrix's own child processes, as ``python -m bridge matrix``
 runs it; the facts asserted are what the installed versions do.
 """
 
