@@ -557,8 +557,9 @@ int bridge_arrow_values_of(PyObject *obj, bridge_arrow_values *p) {
 }
 
 int bridge_arrow_is_table(PyTypeObject *tp) {
-  static PyTypeObject *known[3];
+  static PyTypeObject *known[3], *last_not; /* (last_not: a run of one array type pays one compare) */
   if (tp == known[0] || tp == known[1] || tp == known[2]) return 1;
+  if (tp == last_not) return 0;
   int yes = strcmp(tp->tp_name, "pyarrow.lib.Table") == 0 || strcmp(tp->tp_name, "pyarrow.lib.RecordBatch") == 0;
   if (!yes && strcmp(tp->tp_name, "DataFrame") == 0) {
     PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
@@ -571,6 +572,7 @@ int bridge_arrow_is_table(PyTypeObject *tp) {
       known[i] = tp;
       break;
     }
+  if (!yes) last_not = tp; /* (by address: a type made where a freed one was only misses the fast path) */
   return yes;
 }
 
