@@ -130,7 +130,10 @@ class Cell:
 def available(peer: str) -> bool:
     """Whether ``peer`` is importable here (cupy also needs a CUDA device)."""
     mod = _MODULE.get(peer, peer)
-    if importlib.util.find_spec(mod) is None:
+    try:
+        if importlib.util.find_spec(mod) is None:
+            return False
+    except ModuleNotFoundError:  # a submodule's parent is missing (max.driver without max)
         return False
     if peer == "cupy":
         try:
