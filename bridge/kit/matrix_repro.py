@@ -42,9 +42,11 @@ from typing import TextIO
 import numpy as np
 
 from bridge.kit.matrix_grid import Cell, culprits
-from bridge.kit.matrix_holds import CONVERT, record
+from bridge.kit.matrix_holds import CONVERT, CONVERT_BATCH, CONVERTS, record
+from bridge.kit.matrix_layouts import DEVICE_LAYOUTS
 from bridge.kit.matrix_repro_peers import (
     CONSUMERS,
+    HELPERS,
     LAYOUT_WORDS,
     LAYOUTS,
     MODULES,
@@ -65,9 +67,10 @@ STATUSES = ("reproduced", "fixed?", "error", "timeout", "not checked")
 # The rules a script checks with the two libraries' own calls; any other
 # (bridge's counters: deleter, arrow-release; convert's batch and table)
 # re-runs the cell through bridge's kit.
-_VALUE_RULES = ("values", "strides", "shape", "packed-subbyte", "jax-array", "arrow-device-stream")
+_VALUE_RULES = ("values", "strides", "shape", "packed-subbyte", "jax-array", "arrow-device-stream", "alignment",
+                "byte-order", "chunks")
 _KEYWORDS = {"copy": "copy", "dl_device": "dl_device"}
-_STDLIB = ("sys", "re", "signal", "subprocess")
+_STDLIB = ("sys", "re", "signal", "subprocess", "ctypes")
 #: Seconds one script may run when checked (a crash script starts a second
 #: interpreter that imports the consumer's library: paddle takes 7 s here).
 TIMEOUT_S = 120.0
@@ -160,11 +163,13 @@ def _case(cell: Cell, p: Producer) -> tuple[list[str], list[str]]:
     NumPy holds them) and ``x`` (the producer's tensor), as the matrix does."""
     dt, dt_import = _np_dtype(cell.dtype)
     imports = [i for i in (dt_import, *p.imports) if i]
-    lines = [_PLACED] if cell.layout == "component-aligned" else []
+    helper = {"component-aligned": _PLACED, **HELPERS}.get(cell.layout)
+    lines = [helper] if helper else []
     made = "(np.arange(48).reshape(4, 12) % 2)" if cell.dtype == "bool" else "np.arange(48).reshape(4, 12)"
     made = f"{made}.astype({dt})"
     h = record(cell.consumer)
-    if p.shares and h is not None and h.alignment and cell.alignment is not None and cell.layout != "component-aligned":
+    placed = cell.layout in ("component-aligned", "byte-misaligned")  # placed by its own helper
+    if p.shares and h is not None and h.alignment and cell.alignment is not None and not placed:
         # The consumer's record asks an alignment (jax, tensorflow: they share only 64-byte aligned
         # memory), and the producer shares NumPy's: placed as the matrix's was, or the script would
         # show the other behaviour whenever malloc placed it otherwise.
@@ -194,6 +199,8 @@ def _take(cell: Cell, c: Consumer) -> tuple[str, list[str], str]:
     """``(call, imports, why bridge)`` of the consumer's call on ``x``."""
     if cell.protocol == CONVERT:
         return f'bridge.convert(x, "{cell.consumer}")', ["import bridge"], ""
+    if cell.protocol == CONVERT_BATCH:  # x inside a batch, as the matrix converts it: its "x" is the cell's
+        return f'bridge.convert({{"x": x, "label": "cat", "again": [x]}}, "{cell.consumer}")["x"]', ["import bridge"], ""
     call = c.takes[cell.protocol]
     extra = ["from bridge import _drivers"] if "_drivers." in call else []
     return call, extra, c.notes.get(cell.protocol, "")
@@ -228,6 +235,21 @@ def _check(cell: Cell, c: Consumer, p: Producer, call: str) -> list[str] | None:
             lines += _end(f"REPRODUCED: {c.compute} on the result computed other values: {{got.ravel()[:8].tolist()}}", "",
                           f"not ({same})")  # fmt: skip
         return [*lines, 'print("FIXED? the values crossed intact")', "sys.exit(0)"]
+    if rule == "unknown-code" and "arrived as device type" in cell.detail:  # DLPack main's device codes
+        made = DEVICE_LAYOUTS[cell.layout]
+        host = " and arrived != 1" if made == 20 else ""  # TPU host memory may arrive as a CPU array
+        return [take, "arrived = int(y.__dlpack_device__()[0])", *_end(
+            f"REPRODUCED: DLPack device type {made} arrived as device type {{arrived}}",
+            f"FIXED? DLPack device type {made} arrived as {{arrived}}", f"arrived != {made}{host}")]  # fmt: skip
+    if rule == "unknown-code" and "bcomplex32" in cell.detail:
+        if not c.dtype:
+            return None
+        return [take, "try:", f"    arrived = {c.dtype}", "except Exception as e:  # taken, but of no dtype it names",
+                f'    arrived = f"a dtype {cell.consumer} cannot name ({{e}})"', *_end(
+            "REPRODUCED: bcomplex32 (DLPack code 18) arrived as {arrived}", "FIXED? arrived as {arrived}",
+            '"bcomplex" not in arrived.lower()')]  # fmt: skip
+    if rule == "unknown-code":  # the values read back from the device codes' host memory
+        return _check(dataclasses.replace(cell, rule="values"), c, p, call)
     if rule == "dtype":
         if not c.dtype:
             return None
@@ -326,7 +348,7 @@ def reproducer(cell: Cell) -> Repro:
     imports: list[str] = []
     if p is None or c is None:
         why = f"there is no reproducer template for {cell.producer if p is None else cell.consumer}"
-    elif cell.protocol not in c.takes and cell.protocol != CONVERT:
+    elif cell.protocol not in c.takes and cell.protocol not in (CONVERT, CONVERT_BATCH):
         why = f"there is no reproducer template for {cell.consumer} through {cell.protocol}"
     elif cell.layout not in LAYOUTS:
         why = f"there is no reproducer template for the {cell.layout} layout"
@@ -353,9 +375,10 @@ def reproducer(cell: Cell) -> Repro:
     else:
         lines = ["import sys", *[i for i in imports if i.split()[1] in _STDLIB], "",
                  *[i for i in imports if i.split()[1] not in _STDLIB], *body]
-    if body is not None and ("bridge" in (cell.producer, cell.consumer) or cell.protocol == CONVERT):
+    if body is not None and ("bridge" in (cell.producer, cell.consumer) or cell.protocol in CONVERTS):
         why = ""  # bridge is one of the two libraries (the kit's script is still told: it is no library call)
-    libs = " and ".join(sorted({cell.producer, cell.consumer}))
+    libs = " and ".join(sorted({cell.producer, cell.consumer})).replace(
+        "handmade", "a DLPack capsule made by hand (ctypes)")
     helpers = [m for m in ("numpy", "ml_dtypes") if f"import {m}" in "\n".join(lines) and m not in libs]
     also = f" (and {', '.join(helpers)})" if helpers else ""
     uses = f"Uses {libs}{also}, and bridge: {why}." if why else f"Uses {libs}{also} only."
@@ -413,8 +436,8 @@ def _issue(r: Repro, culprit: str, distributions: Mapping[str, list[str]]) -> st
     cell = r.cell
     c = CONSUMERS.get(cell.consumer)
     call = (c.takes.get(cell.protocol) if c else None) or f"{cell.consumer} via {cell.protocol}"
-    if cell.protocol == CONVERT:
-        call = f'bridge.convert(x, "{cell.consumer}")'
+    if cell.protocol in (CONVERT, CONVERT_BATCH):
+        call = _take(cell, c)[0] if c else f'bridge.convert(x, "{cell.consumer}")'
     rule = RULES.get(cell.rule)
     cite = (f"**{rule.name}**: {rule.cite()} ({rule.url})\n\n> {rule.text}" if rule else
             "The process must survive the exchange: a consumer refuses what it cannot take, it does not "

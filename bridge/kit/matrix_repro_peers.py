@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Producer", "Consumer", "PRODUCERS", "CONSUMERS", "LAYOUTS", "LAYOUT_WORDS", "MODULES"]
+__all__ = ["Producer", "Consumer", "PRODUCERS", "CONSUMERS", "LAYOUTS", "LAYOUT_WORDS", "MODULES", "HELPERS"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,12 @@ LAYOUTS: dict[str, dict[str, str]] = {
     "component-aligned": {"numpy": "placed(b.reshape(-1)[:15].reshape(3, 5))"},
     "0-d": {"numpy": "b[1:2, 1:2].reshape(())", "torch": "b[1, 1]", "mlx": "b[1, 1]"},
     "zero-size": {"numpy": "b[:, 5:5]"},
+    # the new layouts (bridge.kit.matrix_layouts.apply): NumPy makes each; the producers that
+    # make them from it say so in their ``special``
+    "byte-misaligned": {"numpy": "misaligned(b.reshape(-1)[:15].reshape(3, 5))"},
+    "big-endian": {"numpy": "b.astype(b.dtype.newbyteorder('>'))"},
+    "chunked": {"numpy": "b.reshape(-1)"},
+    **{layout: {"numpy": "b"} for layout in ("device-tpu", "device-tpu-host", "device-ascend", "code-bcomplex")},
 }  # fmt: skip
 
 #: A layout in words, for an issue's text.
@@ -112,7 +118,81 @@ LAYOUT_WORDS = {
                          "(complex: aligned to its component, not its element)",
     "0-d": "a 0-d tensor (one element of a 4x12 tensor)",
     "zero-size": "the zero-size 4x0 view [:, 5:5] of a 4x12 tensor",
+    "byte-misaligned": "15 contiguous elements (3x5) whose first sits at an odd address, one byte past an "
+                       "element boundary",
+    "big-endian": "a C-contiguous 4x12 tensor in big-endian byte order",
+    "chunked": "the 48 values of a 4x12 tensor in two Arrow chunks of 24 (an Arrow stream)",
+    "device-tpu": "a 4x12 host tensor in a DLPack capsule made by hand that says device type 19 (kDLTPU)",
+    "device-tpu-host": "a 4x12 host tensor in a DLPack capsule made by hand that says device type 20 (kDLTPUHost)",
+    "device-ascend": "a 4x12 host tensor in a DLPack capsule made by hand that says device type 21 (kDLAscend)",
+    "code-bcomplex": "a 4x6 tensor of bcomplex32 (DLPack type code 18: (real, imag) bfloat16 pairs) in a "
+                     "capsule made by hand",
 }  # fmt: skip
+
+#: Definitions a layout's script makes before its case (the names its
+#: spellings and producers use): ``misaligned`` places NumPy memory at an odd
+#: address; ``Handmade`` is a DLPack producer over a NumPy array's memory whose
+#: capsules are built with ctypes (DLPack main's codes, which no library makes).
+_MISALIGNED = '''def misaligned(values, raw=None):
+    """A copy of values whose first element sits at an odd address (one byte past an element boundary)."""
+    size = values.dtype.itemsize
+    if size < 2:  # a one-byte element is aligned at every address
+        return values
+    raw = np.zeros(values.nbytes + 2 * size, np.uint8) if raw is None else raw
+    at = next(k for k in range(2 * size) if (raw.ctypes.data + k) % size == 1)
+    out = np.ndarray(values.shape, values.dtype, buffer=raw, offset=at)
+    out[...] = values
+    return out
+'''
+_HANDMADE = '''import ctypes
+
+
+class DLTensor(ctypes.Structure):  # dlpack.h, DLDevice and DLDataType inlined
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+capsule_new = ctypes.pythonapi.PyCapsule_New
+capsule_new.restype, capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+KEEP = []  # every struct lives as long as the process (its deleter is NULL, as dlpack.h allows)
+
+
+class Handmade:
+    """A DLPack v1.3 producer lending a C-contiguous array's memory under a type code and device type of its own."""
+
+    def __init__(self, a, device_type, code=None):
+        self.a, self.device_type = a, device_type
+        self.code = code if code is not None else 4 if a.dtype.name == "bfloat16" else "iuf..cb".index(a.dtype.kind)
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy or (dl_device is not None and tuple(dl_device) != self.__dlpack_device__()):
+            raise BufferError("lends its memory, on its own device, only")
+        versioned = max_version is not None and max_version[0] >= 1
+        m = DLManagedTensorVersioned(major=1, minor=3) if versioned else DLManagedTensor()
+        dims = (ctypes.c_int64 * (2 * self.a.ndim))(*self.a.shape, *(s // self.a.itemsize for s in self.a.strides))
+        t, int64p = m.dl_tensor, ctypes.POINTER(ctypes.c_int64)
+        t.data, t.device_type, t.ndim = self.a.ctypes.data, self.device_type, self.a.ndim
+        t.code, t.bits, t.lanes = self.code, 8 * self.a.itemsize, 1
+        t.shape, t.strides = ctypes.cast(dims, int64p), ctypes.cast(ctypes.byref(dims, 8 * self.a.ndim), int64p)
+        KEEP.append((m, dims, self.a))
+        return capsule_new(ctypes.addressof(m), b"dltensor_versioned" if versioned else b"dltensor", None)
+'''
+HELPERS = {"byte-misaligned": _MISALIGNED,
+           **{layout: _HANDMADE for layout in ("device-tpu", "device-tpu-host", "device-ascend", "code-bcomplex")}}
 
 #: A peer's import name where it is not the peer's name (the modules a
 #: reproducer may import: its two peers', NumPy's and ml_dtypes').
@@ -127,24 +207,34 @@ _BRIDGE_ALIGNED = (
     "at = placed(ref, raw).ctypes.data - raw.ctypes.data; "
     "x = bridge.frombuffer(store.memoryview(), dtype=bridge.{dtype}, count=ref.size, offset=at).reshape(ref.shape)"
 )  # fmt: skip
+_BRIDGE_MISALIGNED = _BRIDGE_ALIGNED.replace("placed(ref, raw)", "misaligned(ref, raw)")
 _ARROW_FLAT = "np.ascontiguousarray(ref).reshape(-1)"
+# chunked: two chunks of 24, each a copy of its half (the matrix's own Arrow producers)
+_HALVES = ("ref[:24].copy()", "ref[24:].copy()")
 
 PRODUCERS: dict[str, Producer] = {
     "numpy": Producer((), "ref", special={"ro": _NUMPY_RO}, address="x.ctypes.data", shares=True),
     "bridge": Producer(("import bridge",), "bridge.tensor(base)", "torch",
-                       special={"ro": _BRIDGE_RO, "component-aligned": _BRIDGE_ALIGNED},
+                       special={"ro": _BRIDGE_RO, "component-aligned": _BRIDGE_ALIGNED,
+                                "byte-misaligned": _BRIDGE_MISALIGNED},
                        address="x.data_ptr()"),
     "torch": Producer(("import torch",), "torch.from_numpy(base)", "torch", shares=True, special={
         "component-aligned": "x = torch.from_numpy(ref.view(np.uint16)).view(torch.bfloat16) "
                              "if ref.dtype.name == 'bfloat16' else torch.from_numpy(ref)",
         "bfloat16": "b = torch.from_numpy(base.astype(np.float32)).to(torch.bfloat16); x = {view}",
+        "byte-misaligned": "x = torch.from_numpy(ref)",
     }, address="x.data_ptr()"),
     "jax": Producer(("import jax.numpy as jnp",), "jnp.asarray(np.array(ref, copy=True))",
                     address="x.unsafe_buffer_pointer()"),
-    "pyarrow": Producer(("import pyarrow as pa",), f"pa.array({_ARROW_FLAT})", flat=True),
-    "polars": Producer(("import polars as pl",), f"pl.Series({_ARROW_FLAT})", flat=True),
+    "pyarrow": Producer(("import pyarrow as pa",), f"pa.array({_ARROW_FLAT})", flat=True, special={
+        "chunked": "x = pa.chunked_array([{}])".format(", ".join(f"pa.array({h})" for h in _HALVES))}),
+    "polars": Producer(("import polars as pl",), f"pl.Series({_ARROW_FLAT})", flat=True, special={
+        "chunked": "x = pl.concat([{}], rechunk=False)".format(", ".join(f"pl.Series({h})" for h in _HALVES))}),
     "nanoarrow": Producer(("import nanoarrow as na",), f"na.c_array({_ARROW_FLAT})", flat=True),
-    "pandas": Producer(("import pandas as pd",), f"pd.Series({_ARROW_FLAT})", flat=True),
+    # pandas: chunked is a Series of Arrow's type whose two chunks concat keeps (no pyarrow import)
+    "pandas": Producer(("import pandas as pd",), f"pd.Series({_ARROW_FLAT})", flat=True, special={
+        "chunked": "x = pd.concat([{}], ignore_index=True)".format(
+            ", ".join(f'pd.Series({h}, dtype="{{dtype}}[pyarrow]")' for h in _HALVES))}),
     "xarray": Producer(("import xarray as xr",), f'xr.DataArray({_ARROW_FLAT}, dims=["x"])', flat=True),
     "tvm_ffi": Producer(("import tvm_ffi",), "tvm_ffi.from_dlpack(ref)", shares=True),
     "pydlpack": Producer(("import dlpack",), "dlpack.asdlpack(ref)", shares=True),
@@ -160,6 +250,7 @@ PRODUCERS: dict[str, Producer] = {
         "bfloat16": "x = paddle.to_tensor(np.ascontiguousarray(ref.astype(np.float32)).reshape(ref.shape))"
                     ".astype('bfloat16')",
         "transposed": "x = paddle.to_tensor(np.ascontiguousarray(ref.T)).T",
+        "byte-misaligned": "x = paddle.from_dlpack(ref)",
     }, address="x.data_ptr()"),
     "mlx": Producer(("import mlx.core as mx",), "mx.array(base)", "mlx", special={
         "bfloat16": "b = mx.array(base.astype(np.float32)).astype(mx.bfloat16); x = {view}",
@@ -185,6 +276,11 @@ PRODUCERS: dict[str, Producer] = {
                     "torch", special={
         "bfloat16": "b = Buffer.from_numpy(base.view(np.uint16)).view(DType.bfloat16); x = {view}",
     }, address="x._data_ptr()"),
+    # the kit's hand-made capsules (DLPack main's codes) over the case's memory: HELPERS' Handmade
+    "handmade": Producer((), "Handmade(ref, 1)", shares=True, special={
+        "device-tpu": "x = Handmade(ref, 19)", "device-tpu-host": "x = Handmade(ref, 20)",
+        "device-ascend": "x = Handmade(ref, 21)", "code-bcomplex": "x = Handmade(ref.view(np.uint32), 1, code=18)",
+    }, address="x.a.ctypes.data"),
 }  # fmt: skip
 
 _D = "dlpack"
@@ -240,7 +336,9 @@ CONSUMERS: dict[str, Consumer] = {
     "pandas": Consumer(("import pandas as pd",), {"arrow": "pd.Series.from_arrow(x)"}, values="y.to_numpy()",
                        dtype="", poke=""),
     "xarray": Consumer(("import xarray as xr",), {"array-interface": "xr.DataArray(x)"}, values="y.values"),
-    "arro3": Consumer(("from arro3.core import Array",), {"arrow": "Array.from_arrow(x)"}, values="y.to_numpy()",
+    # arro3: an N-d array arrives as a fixed-size list (one row per list), which its to_numpy does not read
+    "arro3": Consumer(("from arro3.core import Array",), {"arrow": "Array.from_arrow(x)"},
+                      values='np.array(y.to_pylist()) if "FixedSizeList" in str(y.type) else y.to_numpy()',
                       dtype="", poke=""),
     # the table consumers: the values are the first column's
     "narwhals": Consumer(("import narwhals as nw",), {"arrow": 'nw.from_arrow(x, backend="pyarrow")'},

@@ -31,7 +31,7 @@ from bridge.kit.matrix_repro_peers import CONSUMERS, MODULES
 from bridge.kit.matrix_repro_peers import LAYOUTS as SPELLED
 
 SUBSET = ["--producer", "numpy,bridge", "--consumer", "nanoarrow,polars", "--protocol", "arrow", "--dtype", "float32"]
-_STDLIB = {"sys", "re", "signal", "subprocess"}
+_STDLIB = {"sys", "re", "signal", "subprocess", "ctypes"}
 
 
 def _imports(script: str) -> set[str]:
@@ -157,3 +157,62 @@ def test_the_templates_match_the_peers() -> None:
     for layout in ("contiguous", "transposed", "stepped", "negative", "broadcast", "size1-odd", "component-aligned",
                    "0-d", "zero-size"):  # fmt: skip
         assert layout in LAYOUTS and "numpy" in SPELLED[layout], layout
+
+
+# One restricted run whose red cells cover the new layouts (bridge.kit.matrix_layouts): the cell each
+# layout's case looks for in it (producer, consumer, protocol, dtype, verdict).
+NEW_SUBSET = ["--producer", "numpy,pyarrow,handmade", "--consumer", "numpy,torch,arro3", "--protocol",
+              "dlpack,arrow,array-interface", "--dtype", "float32,complex128"]  # fmt: skip
+NEW_RED = {
+    # torch's clone faults on complex128 one byte off an element boundary
+    "byte-misaligned": ("numpy", "torch", "dlpack", "complex128", "crash"),
+    # arro3 reads a big-endian NumPy array's bytes as native
+    "big-endian": ("numpy", "arro3", "arrow", "float32", "violation"),
+    # torch.as_tensor refuses an Arrow stream of two chunks with RuntimeError
+    "chunked": ("pyarrow", "torch", "array-interface", "float32", "violation"),
+    # NumPy refuses DLPack device type 19 (TPU) with RuntimeError: the capsule is built with ctypes
+    "device-tpu": ("handmade", "numpy", "dlpack", "float32", "violation"),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def new_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for module in ("torch", "pyarrow", "arro3.core"):
+        pytest.importorskip(module)
+    out = tmp_path_factory.mktemp("repro-new") / "repro"
+    proc = subprocess.run([sys.executable, "-m", "bridge", "matrix", *NEW_SUBSET, "--no-progress", "--repro", str(out)],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert "Reproducers:" in proc.stdout, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("layout", sorted(NEW_RED))
+def test_a_new_layout_gets_a_standalone_script(new_layouts: Path, layout: str) -> None:
+    """The red cell of each new layout gets a script of its two libraries
+    only (a hand-made capsule: ctypes), checked when written and run again
+    here: exit 1, REPRODUCED."""
+    producer, consumer, protocol, dtype, verdict = NEW_RED[layout]
+    rows = [r for r in json.loads((new_layouts / "index.json").read_text())["reproducers"]
+            if (r["producer"], r["consumer"], r["protocol"], r["case"], r["verdict"]) ==
+            (producer, consumer, protocol, f"{dtype}/{layout}", verdict)]  # fmt: skip
+    assert rows, f"no red cell {NEW_RED[layout]} on {layout}"
+    row = rows[0]
+    assert row["standalone"] and row["status"] == "reproduced", row
+    script = (new_layouts / row["script"]).read_text()
+    allowed = {"numpy", *(MODULES.get(p, p) for p in (producer, consumer))} | _STDLIB
+    assert _imports(script) <= allowed, (row["script"], _imports(script))
+    assert "bridge" not in _imports(script)
+    proc = _run(new_layouts / row["script"])
+    assert proc.returncode == 1 and "REPRODUCED:" in proc.stdout, (row["script"], proc.stdout, proc.stderr[-2000:])
+    if verdict == "crash":
+        assert "process died (signal" in proc.stdout
+
+
+def test_a_batch_cell_converts_the_batch_itself() -> None:
+    """bridge-convert-batch is bridge's own protocol: its script converts the
+    batch with bridge (one of its two libraries), no kit."""
+    cell = Cell("numpy", "torch", "bridge-convert-batch", "float32", "transposed", False, verdict="violation",
+                rule="strides")  # fmt: skip
+    r = reproducer(cell)
+    assert r.standalone and "run_cell" not in r.script
+    assert 'bridge.convert({"x": x, "label": "cat", "again": [x]}, "torch")["x"]' in r.script
