@@ -116,7 +116,7 @@ from bridge.core.functional import (
     view_as_complex,
     view_as_real,
 )
-from bridge.core.storage import UntypedStorage
+from bridge.core.storage import UntypedStorage, empty_cache
 from bridge.core.tensor import (
     Tensor,
     channels_last,
@@ -167,6 +167,7 @@ __all__ = [
     "finfo",
     "flatten",
     "flip",
+    "empty_cache",
     "from_file",
     "iinfo",
     "imag",

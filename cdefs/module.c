@@ -18,7 +18,8 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
   static const char *keys[STAT_COUNT] = {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
       "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
-      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries"};
+      "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries",
+      "host_cache_hits"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
@@ -86,7 +87,7 @@ static int init_modules(void) {
            PyModule_AddIntConstant(core, "MAX_NDIM", BRIDGE_MAX_NDIM) < 0 ||
            PyModule_AddIntConstant(core, "ALIGNMENT", BRIDGE_ALIGNMENT) < 0 ||
            bridge_upcalls_init(core) < 0 || bridge_tensor_init(core) < 0 || bridge_geometry_init(core) < 0 || bridge_storage_init(core) < 0 ||
-           bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 || bridge_copy_init(core) < 0 ||
+           bridge_indexing_init(core) < 0 || bridge_values_init(core) < 0 || bridge_copy_init(core) < 0 || bridge_memory_init(core) < 0 ||
            bridge_dlpack_export_init(core) < 0 || bridge_dlpack_import_init(core) < 0 ||
            bridge_exchange_api_init(core) < 0 || bridge_numpy_init(core) < 0 ||
            bridge_cuda_init(core) < 0 ||

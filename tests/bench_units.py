@@ -202,11 +202,18 @@ def polars_rows() -> list[Row]:
         def own_dict() -> Any:
             return df.to_torch("dict")
 
+        def conv_copy() -> Any:  # the default: each read-only column copied into writable memory, as to_torch does
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", bridge.CopyWarning)
+                return bridge.convert(df, torch)
+
         rows += [
             _row(f"convert({what}, torch, stack=True) | df.to_torch()", conv_stack, df.to_torch, "torch",
                  1.0, _same(conv_stack, df.to_torch)),
             _row(f"convert({what}, torch, readonly='share') | df.to_torch('dict')", conv_share, own_dict,
                  "torch", 1.0, _same(conv_share, own_dict)),
+            _row(f"convert({what}, torch) | df.to_torch('dict')", conv_copy, own_dict, "torch", 1.0,
+                 _same(conv_copy, own_dict)),
         ]  # fmt: skip
     if hasattr(pl.DataFrame, "to_jax") and importlib.util.find_spec("jax") is not None:
         df32 = pl.DataFrame(_columns(np.float32))

@@ -23,7 +23,7 @@ from bridge.core.device import device
 from bridge.core.native import _C
 from bridge.core.owners import BufferExport, FileMapping, shared_block
 
-__all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes"]
+__all__ = ["UntypedStorage", "MAX_NBYTES", "check_nbytes", "empty_cache"]
 
 _U8 = np.dtype(np.uint8)
 
@@ -42,6 +42,23 @@ def check_nbytes(nbytes: int, what: str = "storage size") -> int:
             "storage can address"
         )
     return nbytes
+
+
+def empty_cache() -> int:
+    """Give back to the system the freed host blocks bridge keeps for reuse,
+    and return their bytes (0 when it keeps none).
+
+    A block of 128 KiB or more that bridge allocated (a copy, a new storage)
+    is not freed at once when its last owner lets go: it is kept for the next
+    allocation of about its size, up to ``BRIDGE_HOST_CACHE`` bytes in all
+    (256 MiB by default; ``0`` turns the cache off; ``k``, ``m``, ``g``
+    suffixes read as powers of 1024), so that a loop converting the same
+    shapes step after step does not fault its pages in again each step (as
+    ``torch.cuda.empty_cache`` releases what torch's CUDA allocator keeps).
+    Blocks in use are never touched; memory other libraries allocated is not
+    bridge's to keep. Safe from any thread."""
+    freed: int = _C.empty_host_cache()
+    return freed
 
 
 class UntypedStorage(_C.StorageBase):

@@ -320,6 +320,11 @@ def _dtype_fix(t: Tensor, h: Holds, why: int) -> Fix | None:
     raise BufferError(f"convert(): {h.name} cannot hold {name}{hint}; convert x.to(a dtype it holds) instead")
 
 
+def _read_only(h: Holds) -> Fix:
+    """The default policy's fix for read-only memory ``h`` could write: a copy."""
+    return Fix("read-only", f"the memory is read-only and {h.name} cannot say so (its tensors are writable)", True)
+
+
 def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> Plan:
     why = _judged(t, h)
     _refuse_shape(t, h, why)
@@ -348,8 +353,7 @@ def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> P
                 raise BufferError(f"convert(readonly='error'): {h.name} writes through the memory it takes and "
                                   "this tensor's memory is read-only")  # fmt: skip
             if readonly == "copy":
-                fixes.append(Fix("read-only", f"the memory is read-only and {h.name} cannot say so (its tensors "
-                                              "are writable)", True))  # fmt: skip
+                fixes.append(_read_only(h))
                 copied = True
             else:
                 fixes.append(Fix("read-only-share", f"readonly='share': {h.name} may write this read-only memory",
@@ -667,14 +671,33 @@ class Leaf:
         """One CopyWarning naming every array copied without being asked, and
         why (none: no warning), at the caller's line."""
         copied = {path: fixes for path, fixes in leaves.items() if any(f.copies and not f.asked for f in fixes)}
-        if self.copy is not None or not copied:
-            return
-        every = tuple(f for fixes in copied.values() for f in fixes)
-        first = next(f for f in every if f.copies and not f.asked)
-        said = "; ".join(f"{path}: " + "; ".join(f.reason for f in fixes if f.copies and not f.asked)
-                         for path, fixes in copied.items())  # fmt: skip
-        warnings.warn(CopyWarning(f"convert() to {self.h.name} copied {len(copied)} of {len(leaves)} arrays: {said}",
-                                  first.kind, every, copied), stacklevel=_stacklevel())  # fmt: skip
+        if self.copy is None:
+            _warn_copied(self.h, copied, len(leaves))
+
+
+def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> None:
+    """One CopyWarning for the ``copied`` arrays (path -> fixes) of a batch or
+    table of ``total``, at the caller's line (none copied: none)."""
+    if not copied:
+        return
+    every = tuple(f for fixes in copied.values() for f in fixes)
+    first = next(f for f in every if f.copies and not f.asked)
+    said = "; ".join(f"{path}: " + "; ".join(f.reason for f in fixes if f.copies and not f.asked)
+                     for path, fixes in copied.items())  # fmt: skip
+    warnings.warn(CopyWarning(f"convert() to {h.name} copied {len(copied)} of {total} arrays: {said}",
+                              first.kind, every, copied), stacklevel=_stacklevel())  # fmt: skip
+
+
+def _copied_columns(to: object, names: list[str], total: int) -> None:
+    """The ``convert_copied`` up-call: the warning of a table whose read-only
+    columns ``names`` (of ``total``) the C fast path copied, as the general
+    path words it (a table's columns are a dict's leaves, by name)."""
+    h = resolve(to)
+    fix = (_read_only(h),)
+    _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
+
+
+_C._register("convert_copied", _copied_columns)
 
 
 _C._register("convert_slow", _general)

@@ -236,9 +236,11 @@ PRODUCERS: dict[str, Producer] = {
         "chunked": "x = pd.concat([{}], ignore_index=True)".format(
             ", ".join(f'pd.Series({h}, dtype="{{dtype}}[pyarrow]")' for h in _HALVES))}),
     "xarray": Producer(("import xarray as xr",), f'xr.DataArray({_ARROW_FLAT}, dims=["x"])', flat=True),
-    "tvm_ffi": Producer(("import tvm_ffi",), "tvm_ffi.from_dlpack(ref)", shares=True),
-    "pydlpack": Producer(("import dlpack",), "dlpack.asdlpack(ref)", shares=True),
-    "array_api_strict": Producer(("import array_api_strict as xp",), "xp.asarray(ref)", shares=True),
+    # these three wrap NumPy's memory as it is: their first element is ref's (none of them says its address)
+    "tvm_ffi": Producer(("import tvm_ffi",), "tvm_ffi.from_dlpack(ref)", shares=True, address="ref.ctypes.data"),
+    "pydlpack": Producer(("import dlpack",), "dlpack.asdlpack(ref)", shares=True, address="ref.ctypes.data"),
+    "array_api_strict": Producer(("import array_api_strict as xp",), "xp.asarray(ref)", shares=True,
+                                 address="ref.ctypes.data"),
     "onnxruntime": Producer(("import onnxruntime as ort",),
                             "ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(ref).reshape(ref.shape))",
                             address="x.data_ptr()", shares=True),

@@ -262,10 +262,18 @@ enum {
   STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
   STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
   STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COPY_THREADS, STAT_COPY_STAGED, STAT_COPY_TEMPORARIES,
-  STAT_COUNT
+  STAT_HOST_CACHE_HITS, STAT_COUNT
 };
 extern uint64_t bridge_stats_counters[STAT_COUNT];
 #define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)
+
+/* The host block cache (memory.c): set the limit in bytes (SIZE_MAX: leave
+ * it) and return the one before; free every cached block and return their
+ * bytes; the bytes cached now. Never wait on the GIL. */
+size_t bridge_host_cache_limit(size_t limit);
+size_t bridge_host_cache_empty(void);
+size_t bridge_host_cache_bytes(void);
+int bridge_memory_init(PyObject *mod);
 
 /* The owner of memory bridge allocated: a capsule whose destructor frees
  * the block without releasing the GIL. */
@@ -286,6 +294,19 @@ int bridge_values_init(PyObject *mod);
 int bridge_geometry_init(PyObject *mod);
 int bridge_storage_init(PyObject *mod);
 int bridge_indexing_init(PyObject *mod);
+/* Contiguous bytes to copy: `nbytes` from `src` to `dst`. */
+typedef struct {
+  char *dst;
+  const char *src;
+  int64_t nbytes;
+} bridge_span;
+
+/* Copy n spans, none overlapping another's memory or its own, on several
+ * threads when their bytes together are many (the copy kernel's threads).
+ * Touches no Python object: may run without the GIL, the caller keeping
+ * every block alive. */
+void bridge_copy_spans(const bridge_span *spans, int n);
+
 int bridge_copy_init(PyObject *mod);
 
 /* Methods the core files add to TensorBase (assembled in tensor.c). */

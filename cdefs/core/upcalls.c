@@ -30,6 +30,7 @@ static const struct {
     [UP_JAX_ARRAY] = {"jax_array", CALLABLE},
     [UP_CONVERT_SLOW] = {"convert_slow", CALLABLE},
     [UP_CONVERT_REGISTER] = {"convert_register_for", CALLABLE},
+    [UP_CONVERT_COPIED] = {"convert_copied", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

@@ -157,27 +157,43 @@ static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) 
   return 0;
 }
 
+/* How a destination takes Arrow values (read-only): as they are; lent
+ * through a writable alias (readonly="share"); copied into fresh writable
+ * memory (the default policy's fix for read-only memory it could write, the
+ * one fix made here: its warning is the general path's words); or not here. */
+enum { VALUES_GENERAL, VALUES_AS_IS, VALUES_LENT, VALUES_COPIED };
+
+static int values_plan(const destination *d, const bridge_arrow_values *av, int share, int copy) {
+  view v = {av->data, 0, {kDLCPU, 0}, av->dtype, 1, &av->length, NULL, 1};
+  if (d->take != TAKE_NUMPY && d->take != TAKE_API) return VALUES_GENERAL;
+  if (holds(d, &v)) return VALUES_AS_IS;
+  if (!share && !copy) return VALUES_GENERAL;
+  v.readonly = 0; /* held then: read-only was the one reason */
+  if (!holds(d, &v)) return VALUES_GENERAL;
+  return share ? VALUES_LENT : VALUES_COPIED;
+}
+
+/* 1-d values at `data` (kept alive by `owner`, which is not taken) as the
+ * destination's object. */
+static PyObject *values_hand(const destination *d, PyObject *owner, char *data, DLDataType dtype, int64_t length,
+                             int readonly) {
+  int64_t stride = 1;
+  if (d->take == TAKE_NUMPY) return bridge_numpy_array_over(owner, data, dtype, 1, &length, &stride, readonly);
+  DLManagedTensorVersioned *m = bridge_dlpack_build_owned(owner, data, (DLDevice){kDLCPU, 0}, dtype, 1, &length,
+                                                          &stride, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+  PyObject *out = m ? take_managed(d, m) : NULL;
+  if (out == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the destination took no tensor");
+  return out;
+}
+
 /* Arrow values (read-only, held by av->guard, which is not taken) as the
  * destination's object when it holds them as they are (with `share`, through
  * a writable alias where it could not say read-only); NULL with no exception
  * when it does not. */
 static PyObject *values_to(const destination *d, bridge_arrow_values *av, int share) {
-  view v = {av->data, 0, {kDLCPU, 0}, av->dtype, 1, &av->length, NULL, 1};
-  if (d->take != TAKE_NUMPY && d->take != TAKE_API) return NULL;
-  int held = holds(d, &v);
-  if (!held && share) { /* lent as writable: what readonly="share" asks */
-    v.readonly = 0;
-    held = holds(d, &v);
-  }
-  if (!held) return NULL;
-  int64_t stride = 1;
-  if (d->take == TAKE_NUMPY)
-    return bridge_numpy_array_over(av->guard, av->data, av->dtype, 1, &av->length, &stride, v.readonly);
-  DLManagedTensorVersioned *m = bridge_dlpack_build_owned(av->guard, av->data, v.device, av->dtype, 1, &av->length,
-                                                          &stride, v.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
-  PyObject *out = m ? take_managed(d, m) : NULL;
-  if (out == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the destination took no tensor");
-  return out;
+  int how = values_plan(d, av, share, 0);
+  if (how == VALUES_GENERAL) return NULL;
+  return values_hand(d, av->guard, (char *)av->data, av->dtype, av->length, how == VALUES_AS_IS);
 }
 
 static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
@@ -197,9 +213,94 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
   return out;
 }
 
+/* The bytes of Arrow values; 0 when they do not fit an int64 (the caller
+ * leaves them to the general path). */
+static int64_t values_bytes(const bridge_arrow_values *av) {
+  int64_t n;
+  return __builtin_mul_overflow(av->length, (int64_t)(av->dtype.bits / 8) * av->dtype.lanes, &n) ? 0 : n;
+}
+
+typedef struct {
+  uintptr_t lo, hi;
+} extent;
+
+static int by_start(const void *a, const void *b) {
+  uintptr_t x = ((const extent *)a)->lo, y = ((const extent *)b)->lo;
+  return (x > y) - (x < y);
+}
+
+/* Whether any two of the n extents share a byte (sorts them). */
+static int any_overlap(extent *e, Py_ssize_t n) {
+  qsort(e, (size_t)n, sizeof(extent), by_start);
+  for (Py_ssize_t i = 1; i < n; i++)
+    if (e[i].lo < e[i - 1].hi) return 1;
+  return 0;
+}
+
+/* Copies of at least this many bytes run without the GIL (the copy kernel's bar). */
+#define TABLE_NOGIL_MIN_BYTES (1 << 20)
+
+/* The columns planned VALUES_COPIED, copied into fresh writable blocks (one
+ * each: a column kept outlives the others' memory): owners[i] set for each,
+ * on several threads when they are large. 0, or -1 with an exception (the
+ * owners made so far are the caller's to release). */
+static int copy_columns(const bridge_arrow_values *cols, const int *how, Py_ssize_t n, PyObject **owners,
+                        char **data) {
+  bridge_span *spans = PyMem_Malloc((size_t)n * sizeof(bridge_span));
+  if (spans == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  int k = 0;
+  int64_t total = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (how[i] != VALUES_COPIED) continue;
+    int64_t nbytes = values_bytes(&cols[i]);
+    owners[i] = bridge_memory_new(nbytes, 0, &data[i]);
+    if (owners[i] == NULL) {
+      PyMem_Free(spans);
+      return -1;
+    }
+    spans[k++] = (bridge_span){data[i], cols[i].data, nbytes};
+    total += nbytes; /* blocks that exist: it fits */
+  }
+  if (total >= TABLE_NOGIL_MIN_BYTES) {
+    /* the guards (the caller's) and the new owners keep every block alive */
+    Py_BEGIN_ALLOW_THREADS
+    bridge_copy_spans(spans, k);
+    Py_END_ALLOW_THREADS
+  } else {
+    bridge_copy_spans(spans, k);
+  }
+  PyMem_Free(spans);
+  return 0;
+}
+
+/* The general path's CopyWarning for the columns copied (`names` of those
+ * planned VALUES_COPIED, out of all n): its words, one place. */
+static int warn_copied(PyObject *to, PyObject *names, const int *how, Py_ssize_t n) {
+  PyObject *copied = PyList_New(0);
+  for (Py_ssize_t i = 0; copied != NULL && i < n; i++)
+    if (how[i] == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, i)) < 0) Py_CLEAR(copied);
+  PyObject *fn = copied ? bridge_upcall(UP_CONVERT_COPIED) : NULL;
+  PyObject *total = fn ? PyLong_FromSsize_t(n) : NULL;
+  PyObject *r = NULL;
+  if (total != NULL) {
+    PyObject *call[3] = {to, copied, total};
+    r = PyObject_Vectorcall(fn, call, 3, NULL);
+  }
+  Py_XDECREF(total);
+  Py_XDECREF(copied);
+  Py_XDECREF(r);
+  return r == NULL ? -1 : 0;
+}
+
 /* A table (bridge_arrow_columns_of) as a dict of column name -> the
- * destination's object, when it holds every column as it is; else the
- * general path's, whole (one warning for the table, its fixes per column). */
+ * destination's object, when it holds every column as it is, or with the
+ * default policy's one fix (read-only columns copied: one block each, one
+ * CopyWarning for the table); else the general path's, whole (its fixes per
+ * column). Columns whose memory overlaps are the general path's too: they
+ * are copied as one region there, so they still share memory after. */
 static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
                           PyObject *kwnames) {
   PyObject *names;
@@ -207,19 +308,58 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
   Py_ssize_t n;
   int got = bridge_arrow_columns_of(obj, &names, &cols, &n);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
-  int share = sharing(args, nargsf, kwnames);
-  PyObject *out = PyDict_New();
+  int share = sharing(args, nargsf, kwnames), copy = !share && kwnames != batch_marker;
+  int *how = PyMem_Calloc((size_t)n + 1, sizeof(int));
+  PyObject **owners = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
+  char **data = PyMem_Calloc((size_t)n + 1, sizeof(char *));
+  extent *ext = PyMem_Calloc((size_t)n + 1, sizeof(extent));
+  PyObject *out = NULL;
+  int fallback = 0;
+  Py_ssize_t ncopied = 0;
+  if (how == NULL || owners == NULL || data == NULL || ext == NULL) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; !fallback && i < n; i++) {
+    how[i] = values_plan(d, &cols[i], share, copy);
+    if (how[i] == VALUES_COPIED) {
+      int64_t nbytes = values_bytes(&cols[i]);
+      ext[ncopied++] = (extent){(uintptr_t)cols[i].data, (uintptr_t)cols[i].data + (uintptr_t)nbytes};
+      fallback = nbytes == 0;
+    }
+    fallback |= how[i] == VALUES_GENERAL;
+  }
+  if (fallback || (ncopied > 1 && any_overlap(ext, ncopied))) {
+    fallback = 1;
+    goto done;
+  }
+  if (ncopied > 0 && copy_columns(cols, how, n, owners, data) < 0) goto done;
+  out = PyDict_New();
   for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-    PyObject *col = values_to(d, &cols[i], share);
+    int copied = how[i] == VALUES_COPIED;
+    PyObject *col = values_hand(d, copied ? owners[i] : cols[i].guard, copied ? data[i] : (char *)cols[i].data,
+                                cols[i].dtype, cols[i].length, how[i] == VALUES_AS_IS);
     int rc = col == NULL ? -1 : PyDict_SetItem(out, PyTuple_GET_ITEM(names, i), col);
     Py_XDECREF(col);
     if (rc < 0) Py_CLEAR(out);
   }
-  for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(cols[i].guard);
+  if (out != NULL && ncopied > 0 && warn_copied(args[1], names, how, n) < 0) Py_CLEAR(out);
+done:
+  for (Py_ssize_t i = 0; i < n; i++) {
+    Py_DECREF(cols[i].guard);
+    if (owners != NULL) Py_XDECREF(owners[i]);
+  }
   PyMem_Free(cols);
+  PyMem_Free(how);
+  PyMem_Free(owners);
+  PyMem_Free(data);
+  PyMem_Free(ext);
+  if (out != NULL || PyErr_Occurred()) {
+    Py_DECREF(names);
+    return out;
+  }
   Py_DECREF(names);
-  if (out != NULL || PyErr_Occurred()) return out;
-  return general(obj, args, nargsf, kwnames); /* a column it does not hold as it is */
+  return general(obj, args, nargsf, kwnames); /* a column it does not hold as it is, or with the one fix */
 }
 
 /* The fast path into one registered destination. */

@@ -563,3 +563,97 @@ def test_a_tables_columns_keep_its_memory_and_leak_nothing() -> None:
     del t
     gc.collect()
     assert pa.total_allocated_bytes() == base
+
+
+def _warning_of(call: Any) -> tuple[str, Any, Any, str, Any]:
+    """The one CopyWarning ``call()`` raises: (message, kind, fixes, the
+    file it points at, leaves)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    (w,) = [w for w in caught if issubclass(w.category, bridge.CopyWarning)]
+    m = w.message
+    assert isinstance(m, bridge.CopyWarning)
+    return str(m), m.kind, m.fixes, w.filename, dict(m.leaves)
+
+
+def test_a_tables_read_only_columns_are_copied_in_c() -> None:
+    """The default policy into torch (which writes what it takes): each
+    read-only column copied into memory of its own, writable, no Arrow
+    address, the values torch reads through its own API; no general-path
+    call; one CopyWarning worded as the general path words it (columns=
+    takes the general path), pointing at the caller's line."""
+    t = pa.table({"a": np.arange(5.0), "b": pa.array(np.arange(5), pa.int32()), "c": np.arange(5.0) * 3})
+    bridge.convert(t, torch, readonly="share")  # (the destination's registration)
+    with spy() as seen, warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        out = bridge.convert(t, torch)
+    assert seen == []
+    assert list(out) == ["a", "b", "c"]
+    for n in out:
+        assert out[n].data_ptr() != _buffer_address(t.column(n)) and out[n].data_ptr() % 64 == 0
+        assert out[n].tolist() == t.column(n).to_pylist()
+    assert out["b"].dtype == torch.int32
+    out["a"][0] = 42.0  # writable, and a copy: Arrow's memory is untouched
+    assert t.column("a")[0].as_py() == 0.0
+    assert len({out[n].data_ptr() for n in out}) == 3
+    fast = _warning_of(lambda: bridge.convert(t, torch))
+    slow = _warning_of(lambda: bridge.convert(t, torch, columns=t.column_names))
+    assert fast == slow
+    assert fast[0].startswith("convert() to torch copied 3 of 3 arrays: ['a']: the memory is read-only")
+    assert fast[3] == __file__
+
+
+def test_a_tables_copied_columns_outlive_it_and_leak_nothing() -> None:
+    """The copies own their memory: the table may go; over many calls Arrow's
+    allocation comes back to where it was and the host cache keeps at most
+    its bound."""
+    import gc
+
+    t = pa.table({"a": np.arange(100_000.0), "b": np.arange(100_000.0) * 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        out = bridge.convert(t, torch)
+        del t
+        gc.collect()
+        assert out["b"][99_999].item() == 199_998.0
+        del out
+        gc.collect()
+        base = pa.total_allocated_bytes()
+        for _ in range(50):
+            t = pa.table({"a": np.arange(100_000.0), "b": np.arange(100_000.0) * 2})
+            bridge.convert(t, torch)
+        del t
+        gc.collect()
+    assert pa.total_allocated_bytes() == base
+    from bridge.core.native import _C
+
+    limit, held = _C.host_cache()
+    assert held <= limit
+
+
+def test_a_table_whose_read_only_columns_overlap_is_copied_as_one_region() -> None:
+    """Two columns over one buffer (the same array twice) must still share
+    memory after the copy: the C path leaves such a table to the general
+    path, which copies the region once."""
+    arr = pa.array(np.arange(4.0))
+    t = pa.table({"x": arr, "y": arr})
+    with spy() as seen, warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        out = bridge.convert(t, torch)
+    assert seen != []
+    assert out["x"].data_ptr() == out["y"].data_ptr() != _buffer_address(t.column("x"))
+    out["x"][1] = 7.0
+    assert out["y"][1].item() == 7.0
+
+
+def test_a_tables_copy_policy_other_than_the_default_is_the_general_paths() -> None:
+    """copy=False and readonly='error' refuse, as for one array; copy=True
+    copies without a warning."""
+    t = pa.table({"a": np.arange(3.0)})
+    with pytest.raises(BufferError, match="copy=False"):
+        bridge.convert(t, torch, copy=False)
+    with pytest.raises(BufferError, match="readonly='error'"):
+        bridge.convert(t, torch, readonly="error")
+    with _quiet():
+        assert bridge.convert(t, torch, copy=True)["a"].tolist() == [0.0, 1.0, 2.0]
