@@ -78,7 +78,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 # (`duckdb.sql("select error('x')")` alone aborts). tests/interop/cuda/test_cuda_copy.py
 # drives the CUDA copy engine against a fake driver in subprocesses, which
 # inherit the preload and import this build.
-SAN_TESTS ?= tests/test_native.py tests/core/test_tensor.py tests/core/test_views_property.py \
+SAN_TESTS ?= tests/test_native.py tests/core/test_host_cache.py tests/core/test_tensor.py tests/core/test_views_property.py \
   tests/core/test_geometry_property.py tests/core/test_copy_kernel.py \
   tests/core/test_storage.py tests/core/test_races.py tests/interop/dlpack/test_dlpack.py \
   tests/interop/numpy/test_array_interface.py tests/interop/arrow/test_arrow_export.py \
