@@ -34,10 +34,11 @@ static PyMethodDef core_functions[] = {
      "stats()\n--\n\nCounters kept in C: DLPack exports and their deleters run, imports and their "
      "guards released, test-deleter calls, the same for Arrow, and the DLPack exchanges that went through the C "
      "exchange API (api_exports: a consumer read a bridge tensor through it; api_imports: bridge "
-     "read a producer's), and the copy kernel's worker threads started, overlapping copies staged "
+     "read a producer's), the parts of copies handed to the copy kernel's worker threads (kept between copies), overlapping copies staged "
      "through a tile-sized buffer, those that needed a temporary of the whole source, and those\n"
      "done in place along the cycles of a permutation (in-place transposes and reversals), and\n"
-     "other overlaps done in place along chains of elements."},
+     "other overlaps done in place along chains of elements; host_cache_hits: allocations served by the\n"
+     "host block cache (bridge.empty_cache)."},
     {NULL, NULL, 0, NULL},
 };
 

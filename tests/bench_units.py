@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from bench_common import Row, torch
+from bench_common import Row, _threads, torch
 
 import bridge
 
@@ -167,8 +167,10 @@ def table_rows() -> list[Row]:
             warnings.simplefilter("ignore", bridge.CopyWarning)
             return bridge.convert(tbl, torch)
 
-    rows.append(_row(f"convert({what}, torch) | HF-datasets-style {{n: torch.tensor(col.to_numpy())}}",
-                     conv_copy, hf_style, "torch", 1.0, _same(conv_copy, hf_style)))  # fmt: skip
+    for n, each in ((1, "1 thread"), (0, "a thread per CPU")):  # torch's copies and bridge's alike
+        rows.append(_row(f"convert({what}, torch) | HF-datasets-style {{n: torch.tensor(col.to_numpy())}}  "
+                         f"[{each} each]", _threads(n, conv_copy), _threads(n, hf_style), "torch", 1.0,
+                         _same(conv_copy, hf_style)))  # fmt: skip
     if importlib.util.find_spec("pandas") is not None:
         def via_pandas() -> Any:
             return torch.from_numpy(tbl.to_pandas().to_numpy())
@@ -212,9 +214,10 @@ def polars_rows() -> list[Row]:
                  1.0, _same(conv_stack, df.to_torch)),
             _row(f"convert({what}, torch, readonly='share') | df.to_torch('dict')", conv_share, own_dict,
                  "torch", 1.0, _same(conv_share, own_dict)),
-            _row(f"convert({what}, torch) | df.to_torch('dict')", conv_copy, own_dict, "torch", 1.0,
-                 _same(conv_copy, own_dict)),
         ]  # fmt: skip
+        for n, each in ((1, "1 thread"), (0, "a thread per CPU")):
+            rows.append(_row(f"convert({what}, torch) | df.to_torch('dict')  [{each} each]", _threads(n, conv_copy),
+                             _threads(n, own_dict), "torch", 1.0, _same(conv_copy, own_dict)))  # fmt: skip
     if hasattr(pl.DataFrame, "to_jax") and importlib.util.find_spec("jax") is not None:
         df32 = pl.DataFrame(_columns(np.float32))
 

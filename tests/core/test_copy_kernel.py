@@ -371,6 +371,57 @@ def test_large_copies_split_between_threads_and_small_ones_never() -> None:
         _C.copy_threads(old)
 
 
+def test_copies_running_at_once_from_several_threads_each_finish_whole() -> None:
+    """The pool runs one job at a time: a copy that finds it busy does its
+    parts itself. Four threads copying 8 MiB at once (GIL released) each get
+    their own values."""
+    import threading
+
+    old = _C.copy_threads(2)
+    errors: list[int] = []
+    try:
+        sources = [np.full((1024, 2048), k, dtype=np.float32) for k in range(4)]
+
+        def work(k: int) -> None:
+            for _ in range(5):
+                out = bridge.from_numpy(sources[k]).t().contiguous()
+                if not (out.numpy() == k).all():
+                    errors.append(k)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        _C.copy_threads(old)
+    assert errors == []
+
+
+def test_a_forked_child_copies_on_threads_of_its_own() -> None:
+    """The pool's workers are the parent's: a child forked after they ran
+    starts with none and makes its own (a fork in the middle of a job waits
+    for it)."""
+    import subprocess
+    import sys
+
+    code = """
+import os, numpy as np, bridge
+from bridge.core.native import _C
+_C.copy_threads(2)
+a = np.arange(1 << 21, dtype=np.float32).reshape(1024, 2048)
+assert np.array_equal(bridge.from_numpy(a).t().contiguous().numpy(), a.T)  # the parent's workers
+pid = os.fork()
+if pid == 0:
+    ok = np.array_equal(bridge.from_numpy(a).t().contiguous().numpy(), a.T)
+    os._exit(0 if ok and _C.stats()["copy_threads"] >= 2 else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "0"
+
+
 def test_copy_into_contract() -> None:
     t = bridge.zeros(2, 3)
     with pytest.raises(TypeError, match="two tensors"):
