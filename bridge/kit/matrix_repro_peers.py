@@ -227,7 +227,8 @@ PRODUCERS: dict[str, Producer] = {
     "jax": Producer(("import jax.numpy as jnp",), "jnp.asarray(np.array(ref, copy=True))",
                     address="x.unsafe_buffer_pointer()"),
     "pyarrow": Producer(("import pyarrow as pa",), f"pa.array({_ARROW_FLAT})", flat=True, special={
-        "chunked": "x = pa.chunked_array([{}])".format(", ".join(f"pa.array({h})" for h in _HALVES))}),
+        "chunked": "x = pa.chunked_array([{}])".format(", ".join(f"pa.array({h})" for h in _HALVES))},
+        address="x.buffers()[1].address + x.offset * x.type.bit_width // 8", shares=True),  # (numbers: NumPy's memory)
     "polars": Producer(("import polars as pl",), f"pl.Series({_ARROW_FLAT})", flat=True, special={
         "chunked": "x = pl.concat([{}], rechunk=False)".format(", ".join(f"pl.Series({h})" for h in _HALVES))}),
     "nanoarrow": Producer(("import nanoarrow as na",), f"na.c_array({_ARROW_FLAT})", flat=True),

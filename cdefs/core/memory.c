@@ -119,6 +119,14 @@ static void *cache_take(size_t need, size_t *size) {
   return raw;
 }
 
+/* Give blocks taken out of the cache back to malloc (lock not held). */
+static void free_blocks(const cached_block *b, int k) {
+  for (int i = 0; i < k; i++) {
+    CACHE_UNPOISON(b[i].raw, b[i].size);
+    free(b[i].raw);
+  }
+}
+
 /* Evict the oldest blocks until `room` more bytes fit under the limit in a
  * free slot (lock held); the evicted go into out[] for the caller to free
  * after unlocking. Returns how many. */
@@ -147,10 +155,7 @@ static int cache_put(void *raw, size_t size) {
   }
   cache_unlock();
   if (kept) CACHE_POISON(raw, size);
-  for (int i = 0; i < k; i++) {
-    CACHE_UNPOISON(evicted[i].raw, evicted[i].size);
-    free(evicted[i].raw);
-  }
+  free_blocks(evicted, k);
   return kept;
 }
 
@@ -169,10 +174,7 @@ size_t bridge_host_cache_limit(size_t limit) {
     k = cache_evict(0, evicted);
   }
   cache_unlock();
-  for (int i = 0; i < k; i++) {
-    CACHE_UNPOISON(evicted[i].raw, evicted[i].size);
-    free(evicted[i].raw);
-  }
+  free_blocks(evicted, k);
   return old;
 }
 
@@ -185,10 +187,7 @@ size_t bridge_host_cache_empty(void) {
   cache_n = 0;
   cache_bytes = 0;
   cache_unlock();
-  for (int i = 0; i < k; i++) {
-    CACHE_UNPOISON(all[i].raw, all[i].size);
-    free(all[i].raw);
-  }
+  free_blocks(all, k);
   return freed;
 }
 
