@@ -124,6 +124,28 @@ def test_the_kit_fallback_reproduces_a_real_violation(tmp_path: Path, monkeypatc
     assert not r.standalone and r.status == "reproduced", (r.status, r.said)
 
 
+@pytest.mark.parametrize("producer", ["pyarrow", "tvm_ffi", "pydlpack", "array_api_strict"])
+def test_jax_copy_cells_are_standalone_and_placed_as_the_matrix_placed_them(tmp_path: Path, producer: str) -> None:
+    """jax's from_dlpack(x, copy=True) hands back the producer's memory only
+    when it is 64-byte aligned, so such a cell's verdict moves with where
+    malloc put the matrix's tensor: the script, standalone (each producer
+    tells its first element's address), places its memory at the cell's
+    alignment, and reproduces on every run."""
+    for module in ("jax", {"pydlpack": "dlpack"}.get(producer, producer)):
+        pytest.importorskip(module)
+    cell = Cell(producer, "jax", "dlpack-copy", "float32", "contiguous", False, verdict="violation", rule="copy",
+                detail="copy=True returned the producer's own memory", alignment=64)  # fmt: skip
+    r = reproducer(cell)
+    assert r.standalone, r.why_bridge
+    assert "base = at(" in r.script
+    path = tmp_path / f"{r.name}.py"
+    path.write_text(r.script)
+    for _ in range(2):
+        proc = _run(path)
+        assert proc.returncode == 1 and "REPRODUCED: copy=True returned the producer's own memory" in proc.stdout, (
+            proc.stdout + proc.stderr)
+
+
 def test_torch_read_only_and_negative_strides(tmp_path: Path) -> None:
     """torch writes through read-only NumPy memory and aborts on negative
     strides (a signal, reported by name), through standalone scripts."""
