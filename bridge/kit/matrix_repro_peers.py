@@ -274,11 +274,12 @@ PRODUCERS: dict[str, Producer] = {
                           "StridedMemoryView.from_dlpack(ref, stream_ptr=-1)", address="x.ptr", shares=True, special={
         "bfloat16": "import bridge; x = StridedMemoryView.from_dlpack(bridge.from_numpy(ref), stream_ptr=-1)",
     }),
-    # MAX: a Buffer over a copy of the 4x12 base, laid out by slicing (as torch indexes: b[1, 1] is 0-d).
-    "max": Producer(("from max.driver import Buffer", "from max.dtype import DType"), "Buffer.from_numpy(base.copy())",
+    # MAX: a Buffer over the 4x12 base (a fresh copy, as the matrix's is), laid out by slicing (as torch
+    # indexes: b[1, 1] is 0-d); it wraps NumPy's memory, so the base is placed as the matrix's lay.
+    "max": Producer(("from max.driver import Buffer", "from max.dtype import DType"), "Buffer.from_numpy(base)",
                     "torch", special={
         "bfloat16": "b = Buffer.from_numpy(base.view(np.uint16)).view(DType.bfloat16); x = {view}",
-    }, address="x._data_ptr()"),
+    }, address="x._data_ptr()", shares=True),
     # the kit's hand-made capsules (DLPack main's codes) over the case's memory: HELPERS' Handmade
     "handmade": Producer((), "Handmade(ref, 1)", shares=True, special={
         "device-tpu": "x = Handmade(ref, 19)", "device-tpu-host": "x = Handmade(ref, 20)",

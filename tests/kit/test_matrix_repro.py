@@ -124,14 +124,14 @@ def test_the_kit_fallback_reproduces_a_real_violation(tmp_path: Path, monkeypatc
     assert not r.standalone and r.status == "reproduced", (r.status, r.said)
 
 
-@pytest.mark.parametrize("producer", ["pyarrow", "tvm_ffi", "pydlpack", "array_api_strict"])
+@pytest.mark.parametrize("producer", ["pyarrow", "tvm_ffi", "pydlpack", "array_api_strict", "max"])
 def test_jax_copy_cells_are_standalone_and_placed_as_the_matrix_placed_them(tmp_path: Path, producer: str) -> None:
     """jax's from_dlpack(x, copy=True) hands back the producer's memory only
     when it is 64-byte aligned, so such a cell's verdict moves with where
     malloc put the matrix's tensor: the script, standalone (each producer
     tells its first element's address), places its memory at the cell's
     alignment, and reproduces on every run."""
-    for module in ("jax", {"pydlpack": "dlpack"}.get(producer, producer)):
+    for module in ("jax", {"pydlpack": "dlpack", "max": "max.driver"}.get(producer, producer)):
         pytest.importorskip(module)
     cell = Cell(producer, "jax", "dlpack-copy", "float32", "contiguous", False, verdict="violation", rule="copy",
                 detail="copy=True returned the producer's own memory", alignment=64)  # fmt: skip
