@@ -492,6 +492,16 @@ static void pool_run(pool_fn fn, void *arg, int parts) {
   pthread_mutex_unlock(&pool_job);
 }
 
+/* A copy's parts: one per thread, none under PART_MIN_BYTES (on many CPUs a
+ * small copy is not worth waking every worker for). */
+#define PART_MIN_BYTES (1 << 20)
+
+static int parts_for(int64_t nbytes) {
+  int64_t by_size = nbytes / PART_MIN_BYTES;
+  int nt = thread_count();
+  return by_size < 1 ? 1 : by_size < nt ? (int)by_size : nt;
+}
+
 typedef struct {
   const copy_plan *p;
   int nt;
@@ -506,7 +516,7 @@ static void tile_part(void *arg, int part) {
 
 /* Run a plan, on several threads when it is large; 1 when a cast flagged. */
 static int run_plan(const copy_plan *p, int64_t nbytes) {
-  int nt = nbytes >= THREAD_MIN_BYTES ? thread_count() : 1;
+  int nt = nbytes >= THREAD_MIN_BYTES ? parts_for(nbytes) : 1;
   if (nt > p->work) nt = (int)p->work;
   if (nt <= 1) return run_tiles(p, 0, p->work);
   tile_job j = {p, nt, {0}};
@@ -546,7 +556,7 @@ void bridge_copy_spans(const bridge_span *spans, int n) {
       for (int k = 0; k < n; k++) memcpy(spans[k].dst, spans[k].src, (size_t)spans[k].nbytes);
       return;
     }
-  span_job j = {spans, n, total >= SPANS_THREAD_MIN_BYTES ? thread_count() : 1, total};
+  span_job j = {spans, n, total >= SPANS_THREAD_MIN_BYTES ? parts_for(total) : 1, total};
   pool_run(span_part, &j, j.nt);
 }
 
