@@ -12,7 +12,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
