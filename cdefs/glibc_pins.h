@@ -12,7 +12,8 @@
  * - memcpy: GLIBC_2.14 split memcpy from memmove; the 2.2.5 memcpy is kept
  *   as memmove, which also copies overlapping blocks: a superset of the
  *   contract, at the same speed for the block copies bridge makes.
- * - dlopen, dlsym, dlerror, pthread_create, pthread_join: glibc 2.34 moved
+ * - dlopen, dlsym, dlerror, pthread_create, pthread_join, pthread_once,
+ *   pthread_mutex_trylock: glibc 2.34 moved
  *   them from libdl.so.2 and libpthread.so.0 into libc.so.6 and gave them the
  *   version GLIBC_2.34; the 2.2.5 versions are still exported there for old
  *   binaries. On a glibc older than 2.34 the 2.2.5 definitions live in
@@ -34,6 +35,8 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
 __asm__(".symver dlerror,dlerror@GLIBC_2.2.5");
 __asm__(".symver pthread_create,pthread_create@GLIBC_2.2.5");
 __asm__(".symver pthread_join,pthread_join@GLIBC_2.2.5");
+__asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
 #endif
 #endif
 

@@ -31,7 +31,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
+#include <sys/time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -397,10 +397,13 @@ static struct {
 static pthread_mutex_t pool_job = PTHREAD_MUTEX_INITIALIZER; /* held by the copy whose job runs */
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
+/* gettimeofday, not clock_gettime: a manylinux wheel's glibc has it in libc
+ * (clock_gettime was librt's before glibc 2.17). Microseconds are enough for
+ * a worker's wait, which also ends when the clock is set back. */
 static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
 }
 
 /* Take and run the job's parts until none is left (pool.mu held on entry
@@ -420,12 +423,15 @@ static void pool_take(void) {
 static void *pool_worker(void *start_gen) {
   uint64_t seen = (uint64_t)(uintptr_t)start_gen;
   for (;;) {
-    uint64_t until = now_ns() + POOL_SPIN_NS;
+    uint64_t from = now_ns();
     for (int i = 0; __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE) == seen; i++) {
 #if defined(__SSE2__)
       _mm_pause();
 #endif
-      if ((i & 255) == 255 && now_ns() > until) break;
+      if ((i & 255) == 255) {
+        uint64_t t = now_ns();
+        if (t < from || t - from > POOL_SPIN_NS) break;
+      }
     }
     pthread_mutex_lock(&pool.mu);
     while (pool.gen == seen) pthread_cond_wait(&pool.wake, &pool.mu);
