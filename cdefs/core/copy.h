@@ -41,4 +41,20 @@ void bridge_move_tile(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK
 void bridge_move_elems(char *d, const char *s, int64_t nk, int64_t nj, int64_t dK, int64_t dJ, int64_t sK,
                        int64_t sJ, int isz);
 
+/* The copy threads (threads.c): how many a large copy may use (the setting,
+ * else one per online CPU, at most 64); set it (0: one per CPU; returns the
+ * setting before); read the setting; the parts a copy of nbytes is split
+ * into (one per thread, none under 1 MiB). */
+int bridge_copy_thread_count(void);
+int bridge_copy_set_threads(int n);
+int bridge_copy_threads_set(void);
+int bridge_copy_parts(int64_t nbytes);
+
+/* fn(arg, part) for every part in [0, parts), on the pool's workers and the
+ * calling thread, which takes part 0; returns when all are done. A call
+ * that finds another call's job running runs every part itself. fn touches
+ * no Python object. */
+typedef void (*bridge_pool_fn)(void *arg, int part);
+void bridge_pool_run(bridge_pool_fn fn, void *arg, int parts);
+
 #endif /* BRIDGE_COPY_H */
