@@ -224,6 +224,13 @@ typedef struct {
   uintptr_t lo, hi;
 } extent;
 
+/* A table column's plan (values_plan) and, copied, its new block and owner. */
+typedef struct {
+  int how;
+  char *data;
+  PyObject *owner;
+} planned;
+
 static int by_start(const void *a, const void *b) {
   uintptr_t x = ((const extent *)a)->lo, y = ((const extent *)b)->lo;
   return (x > y) - (x < y);
@@ -241,11 +248,10 @@ static int any_overlap(extent *e, Py_ssize_t n) {
 #define TABLE_NOGIL_MIN_BYTES (1 << 20)
 
 /* The columns planned VALUES_COPIED, copied into fresh writable blocks (one
- * each: a column kept outlives the others' memory): owners[i] set for each,
- * on several threads when they are large. 0, or -1 with an exception (the
- * owners made so far are the caller's to release). */
-static int copy_columns(const bridge_arrow_values *cols, const int *how, Py_ssize_t n, PyObject **owners,
-                        char **data) {
+ * each: a column kept outlives the others' memory), each block and owner
+ * set in its plan, on several threads when they are large. 0, or -1 with an
+ * exception (the owners made so far are the caller's to release). */
+static int copy_columns(const bridge_arrow_values *cols, planned *pl, Py_ssize_t n) {
   bridge_span *spans = PyMem_Malloc((size_t)n * sizeof(bridge_span));
   if (spans == NULL) {
     PyErr_NoMemory();
@@ -254,15 +260,15 @@ static int copy_columns(const bridge_arrow_values *cols, const int *how, Py_ssiz
   int k = 0;
   int64_t total = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
-    if (how[i] != VALUES_COPIED) continue;
+    if (pl[i].how != VALUES_COPIED) continue;
     int64_t nbytes = values_bytes(&cols[i]);
-    owners[i] = bridge_memory_new(nbytes, 0, &data[i]);
-    if (owners[i] == NULL) {
+    pl[i].owner = bridge_memory_new(nbytes, 0, &pl[i].data);
+    if (pl[i].owner == NULL) {
       PyMem_Free(spans);
       return -1;
     }
-    spans[k++] = (bridge_span){data[i], cols[i].data, nbytes};
-    total += nbytes; /* blocks that exist: it fits */
+    spans[k++] = (bridge_span){pl[i].data, cols[i].data, nbytes};
+    if (__builtin_add_overflow(total, nbytes, &total)) total = INT64_MAX;
   }
   if (total >= TABLE_NOGIL_MIN_BYTES) {
     /* the guards (the caller's) and the new owners keep every block alive */
@@ -278,10 +284,10 @@ static int copy_columns(const bridge_arrow_values *cols, const int *how, Py_ssiz
 
 /* The general path's CopyWarning for the columns copied (`names` of those
  * planned VALUES_COPIED, out of all n): its words, one place. */
-static int warn_copied(PyObject *to, PyObject *names, const int *how, Py_ssize_t n) {
+static int warn_copied(PyObject *to, PyObject *names, const planned *pl, Py_ssize_t n) {
   PyObject *copied = PyList_New(0);
   for (Py_ssize_t i = 0; copied != NULL && i < n; i++)
-    if (how[i] == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, i)) < 0) Py_CLEAR(copied);
+    if (pl[i].how == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, i)) < 0) Py_CLEAR(copied);
   PyObject *fn = copied ? bridge_upcall(UP_CONVERT_COPIED) : NULL;
   PyObject *total = fn ? PyLong_FromSsize_t(n) : NULL;
   PyObject *r = NULL;
@@ -309,56 +315,46 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
   int got = bridge_arrow_columns_of(obj, &names, &cols, &n);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
   int share = sharing(args, nargsf, kwnames), copy = !share && kwnames != batch_marker;
-  int *how = PyMem_Calloc((size_t)n + 1, sizeof(int));
-  PyObject **owners = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
-  char **data = PyMem_Calloc((size_t)n + 1, sizeof(char *));
-  extent *ext = PyMem_Calloc((size_t)n + 1, sizeof(extent));
+  /* the plans, then the extents of the columns to copy, in one block */
+  planned *pl = PyMem_Calloc((size_t)n + 1, sizeof(planned) + sizeof(extent));
+  extent *ext = pl ? (extent *)(pl + n + 1) : NULL;
   PyObject *out = NULL;
   int fallback = 0;
   Py_ssize_t ncopied = 0;
-  if (how == NULL || owners == NULL || data == NULL || ext == NULL) {
+  if (pl == NULL) {
     PyErr_NoMemory();
     goto done;
   }
   for (Py_ssize_t i = 0; !fallback && i < n; i++) {
-    how[i] = values_plan(d, &cols[i], share, copy);
-    if (how[i] == VALUES_COPIED) {
+    pl[i].how = values_plan(d, &cols[i], share, copy);
+    if (pl[i].how == VALUES_COPIED) {
       int64_t nbytes = values_bytes(&cols[i]);
       ext[ncopied++] = (extent){(uintptr_t)cols[i].data, (uintptr_t)cols[i].data + (uintptr_t)nbytes};
       fallback = nbytes == 0;
     }
-    fallback |= how[i] == VALUES_GENERAL;
+    fallback |= pl[i].how == VALUES_GENERAL;
   }
-  if (fallback || (ncopied > 1 && any_overlap(ext, ncopied))) {
-    fallback = 1;
-    goto done;
-  }
-  if (ncopied > 0 && copy_columns(cols, how, n, owners, data) < 0) goto done;
+  if (fallback || (ncopied > 1 && any_overlap(ext, ncopied))) goto done;
+  if (ncopied > 0 && copy_columns(cols, pl, n) < 0) goto done;
   out = PyDict_New();
   for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-    int copied = how[i] == VALUES_COPIED;
-    PyObject *col = values_hand(d, copied ? owners[i] : cols[i].guard, copied ? data[i] : (char *)cols[i].data,
-                                cols[i].dtype, cols[i].length, how[i] == VALUES_AS_IS);
+    int copied = pl[i].how == VALUES_COPIED;
+    PyObject *col = values_hand(d, copied ? pl[i].owner : cols[i].guard, copied ? pl[i].data : (char *)cols[i].data,
+                                cols[i].dtype, cols[i].length, pl[i].how == VALUES_AS_IS);
     int rc = col == NULL ? -1 : PyDict_SetItem(out, PyTuple_GET_ITEM(names, i), col);
     Py_XDECREF(col);
     if (rc < 0) Py_CLEAR(out);
   }
-  if (out != NULL && ncopied > 0 && warn_copied(args[1], names, how, n) < 0) Py_CLEAR(out);
+  if (out != NULL && ncopied > 0 && warn_copied(args[1], names, pl, n) < 0) Py_CLEAR(out);
 done:
   for (Py_ssize_t i = 0; i < n; i++) {
     Py_DECREF(cols[i].guard);
-    if (owners != NULL) Py_XDECREF(owners[i]);
+    if (pl != NULL) Py_XDECREF(pl[i].owner);
   }
   PyMem_Free(cols);
-  PyMem_Free(how);
-  PyMem_Free(owners);
-  PyMem_Free(data);
-  PyMem_Free(ext);
-  if (out != NULL || PyErr_Occurred()) {
-    Py_DECREF(names);
-    return out;
-  }
+  PyMem_Free(pl);
   Py_DECREF(names);
+  if (out != NULL || PyErr_Occurred()) return out;
   return general(obj, args, nargsf, kwnames); /* a column it does not hold as it is, or with the one fix */
 }
 
