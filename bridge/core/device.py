@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from bridge._native import ffi, lib
@@ -25,6 +26,21 @@ _ALIASES = {"xpu": "oneapi", "hip": "rocm", "mps": "metal", "gpu": "cuda"}
 _BY_DL: dict[int, str] = {v: k for k, v in _DL_TYPES.items()}
 # Device types whose memory the host can read and write directly.
 _HOST_ACCESSIBLE = frozenset(name for name, code in _DL_TYPES.items() if lib.bridge_host_accessible(code))
+
+
+#: The largest device index: DLPack's ``device_id`` is an ``int32_t``.
+_MAX_INDEX = 2**31 - 1
+
+
+def _int_of(v: object) -> int | None:
+    """``v`` as an int when it is an integer (a Python or NumPy one, through
+    ``__index__``), not a bool; else None."""
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        return None
+    try:
+        return operator.index(v)  # type: ignore[arg-type]
+    except TypeError:  # (NumPy's bool_ has the slot and refuses)
+        return None
 
 
 class device:
@@ -63,10 +79,18 @@ class device:
             if index is not None or len(type) != 2:
                 raise TypeError(f"device tuple must be (type, index), got {type!r}")
             type, index = type
-        if isinstance(type, int) and not isinstance(type, bool):
+            code, dev_id = _int_of(type), _int_of(index)
+            if code is not None and dev_id is not None:  # a DLPack (device_type, device_id) pair
+                if code not in _BY_DL:
+                    raise ValueError(f"unknown DLPack device type {code}")
+                type, index = _BY_DL[code], dev_id
+        ordinal = _int_of(type)
+        if ordinal is not None:
             if index is not None:
                 raise TypeError("device(int) takes no index")
-            type, index = "cuda", type
+            type, index = "cuda", ordinal
+        elif _int_of(index) is not None:
+            index = _int_of(index)
         if not isinstance(type, str):
             return _foreign(type)  # TypeError: a tensor, or no device at all
         name = type.strip().lower()
@@ -87,6 +111,8 @@ class device:
                 raise TypeError(f"device index must be an int, got {index!r}")
             if index < 0:
                 raise ValueError(f"device index must be non-negative, got {index}")
+            if index > _MAX_INDEX:  # DLPack's device_id is an int32_t
+                raise ValueError(f"device index {index} is out of range (at most {_MAX_INDEX})")
             if name == "cpu" and index != 0:
                 raise ValueError(f"cpu has only index 0, got {index}")
         self = object.__new__(cls)

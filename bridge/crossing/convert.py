@@ -29,6 +29,7 @@ from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing import units
+from bridge.crossing.arguments import read_columns, read_flag, read_policy
 from bridge.crossing.capabilities import DESTINATIONS, Holds
 from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
 from bridge.crossing.signature import Convert, ReadOnlyPolicy
@@ -380,13 +381,6 @@ def _as_is(name: str) -> Plan:
     return p
 
 
-def _check_policy(copy: object, readonly: object) -> None:
-    if copy not in (None, True, False):
-        raise TypeError(f"convert(): copy must be None, True or False, got {copy!r}")
-    if readonly not in ("copy", "error", "share"):
-        raise ValueError(f"convert(): readonly must be 'copy', 'error' or 'share', got {readonly!r}")
-
-
 class Wants(NamedTuple):
     """What the caller asks of every converted array besides the destination
     (``convert``'s ``dtype=``, ``device=``, ``contiguous=``, ``writable=``),
@@ -409,18 +403,13 @@ def wants(h: Holds, dtype: object = None, device_: object = None, contiguous: ob
     or foreign device object, a ``__dlpack_device__`` tuple) it must hold;
     ``writable=True`` only where its arrays can be written. TypeError for an
     argument of the wrong kind, ValueError for an ask ``h`` cannot meet."""
-    for name, flag in (("contiguous", contiguous), ("writable", writable)):
-        if type(flag) is not bool:
-            raise TypeError(f"convert(): {name} must be True or False, got {flag!r}")
+    contiguous, writable = read_flag("contiguous", contiguous), read_flag("writable", writable)
     if dtype is None and device_ is None and not contiguous and not writable:
         return NO_WANTS
     dt = None if dtype is None else get_dtype(dtype)
     if dt is not None and not h.holds_dtype(dt.name):
         raise ValueError(f"convert(dtype={dt.name}): {h.name} cannot hold {dt.name}")
-    if isinstance(device_, tuple) and len(device_) == 2 and all(type(v) is int for v in device_):
-        dev: Device | None = device.from_dlpack(*device_)  # a __dlpack_device__() pair
-    else:
-        dev = None if device_ is None else device(device_)
+    dev = None if device_ is None else device(device_)  # (a __dlpack_device__() pair too)
     if dev is not None and dev.type not in h.devices:
         raise ValueError(f"convert(device={dev}): {h.name} holds {', '.join(sorted(h.devices))} memory, "
                          f"not {dev.type}")  # fmt: skip
@@ -493,7 +482,7 @@ def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnl
     (zero-copy) to read its layout. Raises what :func:`convert` raises before
     it would copy, except ``copy=False``'s BufferError (the plan shows the
     copy instead)."""
-    _check_policy(copy, readonly)
+    copy, readonly = read_policy(copy, readonly)
     h = resolve(to)
     w = wants(h, dtype, device, contiguous, writable)
     if not units.is_table(obj) and units.is_unit(obj):  # (a table's refusal names its columns)
@@ -581,13 +570,14 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     already imported when the fast path read it, and the batches, tables and
     streams of :mod:`bridge.crossing.units`. Registers ``to`` for the fast
     path on the way."""
-    _check_policy(copy, readonly)
+    copy, readonly = read_policy(copy, readonly)
+    chosen, stacked = read_columns(columns), read_flag("stack", stack)
     h = resolve(to)
     if not _C.convert_registered(to):
         _register(to, h)
     w = wants(h, dtype, device, contiguous, writable)
-    if units.is_unit(obj) or columns is not None or stack:
-        return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=columns, stack=stack)
+    if units.is_unit(obj) or chosen is not None or stacked:
+        return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=chosen, stack=stacked)
     t, made = _import_fixed(obj)
     t, p = _prepare(t, made, h, copy, readonly, w)
     out = _make(t, p, h, copy)

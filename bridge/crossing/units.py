@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import copy as _copy_module
 import dataclasses
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections import defaultdict
+from collections.abc import Hashable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -119,97 +120,125 @@ def is_unit(obj: object) -> bool:
 # ------------------------------------------------------------------ converting
 
 
-def convert_unit(obj: object, h: Holds, leaf: Leaf, *, columns: object = None, stack: object = False) -> object:
+def convert_unit(obj: object, h: Holds, leaf: Leaf, *, columns: list[Hashable] | None = None,
+                 stack: bool = False) -> object:  # fmt: skip
     """``obj`` (a batch, a table or a stream) converted into ``h``, each array
     as ``leaf`` converts one, with one CopyWarning for the call. ``columns``
-    and ``stack`` are a table's (TypeError for anything else)."""
-    if type(stack) is not bool:
-        raise TypeError(f"convert(): stack must be True or False, got {stack!r}")
-    chosen = _columns_arg(columns)
+    and ``stack`` (read by :mod:`bridge.crossing.arguments`) are a table's
+    (TypeError for anything else)."""
     if is_stream(obj):
-        return Batches(obj, leaf, chosen, bool(stack))
+        return Batches(obj, leaf, columns, stack)
     if is_table(obj):
-        return convert_table(obj, leaf, chosen, bool(stack))
-    if chosen is not None or stack:
+        return convert_table(obj, leaf, columns, stack)
+    if columns is not None or stack:
         raise TypeError(f"convert(): columns= and stack= are for tables, not a {type(obj).__name__}")
     return convert_tree(obj, leaf)
 
 
-def _columns_arg(columns: object) -> list[str] | None:
-    if columns is None:
-        return None
-    if isinstance(columns, str) or not isinstance(columns, (list, tuple)) or \
-            not all(isinstance(c, str) for c in columns):  # fmt: skip
-        raise TypeError(f"convert(): columns must be a list of column names, got {columns!r}")
-    return list(columns)
-
-
 def convert_tree(obj: object, leaf: Leaf) -> object:
-    """A batch converted: its array leaves through :func:`convert_leaves`, the
-    same structure rebuilt around them. TypeError for a batch without arrays
+    """A batch converted: read once into a snapshot of its structure (a leaf's
+    import runs Python, which may change the containers meanwhile: the result
+    is what they held when the call read them, and the input is never
+    changed), its array leaves through :func:`convert_leaves`, the same
+    structure built anew around them. TypeError for a batch without arrays
     (a list of numbers is values, not memory)."""
     found: list[tuple[str, object]] = []
-    _collect(obj, "", found, set())
+    tree = _read_tree(obj, "", found, set(), 0)
     if not found:
         raise TypeError(f"convert(): a Python {type(obj).__name__} holds values, not memory; make an array of it "
                         "first (np.asarray(x), torch.tensor(x), ...), which chooses its dtype: convert moves memory "
                         "and chooses none (a batch converts the arrays in it, and this one has none)")  # fmt: skip
     results = convert_leaves(found, leaf)
-    return _rebuild(obj, results)
+    return _rebuild(tree, results)
 
 
-def _collect(obj: object, path: str, found: list[tuple[str, object]], seen: set[int]) -> None:
-    """Every array leaf of ``obj`` with its path, each object once; tables
-    are leaves of their own (converted to dicts)."""
+#: How deep a batch may nest (a container that holds itself would recurse forever).
+MAX_DEPTH = 200
+
+
+class _Node(NamedTuple):
+    """One place of a batch as it was read: ``kind`` is ``"array"`` (a leaf
+    to convert, or a table), ``"value"`` (kept), ``"map"``, ``"seq"`` or
+    ``"fields"`` (a dataclass), with ``items`` (key, index or field name ->
+    node) read once."""
+
+    kind: str
+    obj: object
+    items: tuple[tuple[object, _Node], ...] = ()
+
+
+def _read_tree(obj: object, path: str, found: list[tuple[str, object]], seen: set[int], depth: int) -> _Node:
+    """``obj``'s structure, each container's items read once, and every array
+    leaf with its path in ``found``, each object once; tables are leaves of
+    their own (converted to dicts)."""
     if _is_array(obj) or is_table(obj):
         if id(obj) not in seen:
             seen.add(id(obj))
             found.append((path, obj))
-        return
+        return _Node("array", obj)
+    if depth >= MAX_DEPTH and _is_tree(obj):
+        raise ValueError(f"convert(): the batch nests deeper than {MAX_DEPTH} levels at {path or 'its top'} "
+                         "(a container that holds itself?)")  # fmt: skip
     if isinstance(obj, Mapping):
-        for k, v in obj.items():
-            _collect(v, f"{path}[{k!r}]", found, seen)
-    elif isinstance(obj, (list, tuple)):
-        names = getattr(obj, "_fields", None)
-        for i, v in enumerate(obj):
-            _collect(v, f"{path}.{names[i]}" if names else f"{path}[{i}]", found, seen)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            _collect(getattr(obj, f.name), f"{path}.{f.name}", found, seen)
-
-
-def _rebuild(obj: object, results: dict[int, object]) -> object:
-    """``obj``'s structure with each converted leaf (by ``id``) replaced."""
-    if id(obj) in results:
-        return results[id(obj)]
-    if isinstance(obj, Mapping):
-        items = {k: _rebuild(v, results) for k, v in obj.items()}
-        if type(obj) is dict:
-            return items
-        try:  # OrderedDict, defaultdict (its factory kept by copy), ...: the same type
-            out = _copy_module.copy(obj)
-            out.clear()  # type: ignore[attr-defined]
-            out.update(items)  # type: ignore[attr-defined]
-            return out
-        except (AttributeError, TypeError):
-            return items
+        pairs = list(obj.items())
+        return _Node("map", obj, tuple((k, _read_tree(v, f"{path}[{k!r}]", found, seen, depth + 1))
+                                       for k, v in pairs))  # fmt: skip
     if isinstance(obj, (list, tuple)):
-        values: list[Any] = [_rebuild(v, results) for v in obj]
-        kind: Any = type(obj)
-        if kind in (list, tuple):
-            return kind(values)
+        names = getattr(obj, "_fields", None)
+        values = list(obj)
+        return _Node("seq", obj, tuple((i, _read_tree(v, f"{path}.{names[i]}" if names else f"{path}[{i}]", found,
+                                                      seen, depth + 1))
+                                       for i, v in enumerate(values)))  # fmt: skip
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+        return _Node("fields", obj, tuple((n, _read_tree(v, f"{path}.{n}", found, seen, depth + 1))
+                                          for n, v in fields))  # fmt: skip
+    return _Node("value", obj)
+
+
+def _rebuild(node: _Node, results: dict[int, object]) -> object:
+    """The structure ``node`` read, built anew with each converted leaf (by
+    ``id``) in place: never the input's containers, changed."""
+    kind, obj, items = node
+    if kind == "array":
+        return results[id(obj)]
+    if kind == "value":
+        return obj
+    if kind == "map":
+        return _mapping_like(obj, {k: _rebuild(n, results) for k, n in items})
+    if kind == "seq":
+        values: list[Any] = [_rebuild(n, results) for _, n in items]
+        tp: Any = type(obj)
+        if tp in (list, tuple):
+            return tp(values)
         if hasattr(obj, "_fields"):  # a named tuple
-            return kind(*values)
+            return tp(*values)
         try:
-            return kind(values)
+            return tp(values)
         except TypeError:
             return tuple(values) if isinstance(obj, tuple) else values
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        made: Any = _copy_module.copy(obj)  # (frozen ones too, and fields outside __init__)
-        for f in dataclasses.fields(obj):
-            object.__setattr__(made, f.name, _rebuild(getattr(obj, f.name), results))
-        return made
-    return obj
+    made: Any = _copy_module.copy(obj)  # a dataclass (frozen ones too, and fields outside __init__)
+    if made is obj:  # (a __copy__ that returns itself: its fields are the input's)
+        made = dataclasses.replace(obj)  # type: ignore[type-var]
+    for name, n in items:
+        object.__setattr__(made, str(name), _rebuild(n, results))
+    return made
+
+
+def _mapping_like(obj: object, items: dict[Any, object]) -> object:
+    """A new mapping of ``obj``'s type holding ``items`` (a defaultdict keeps
+    its factory), made by its constructor; a plain dict where the type
+    cannot be made so. Never a copy of ``obj`` cleared and refilled: a
+    Mapping that keeps its items in an attribute shares them with its copy,
+    and the input would be rewritten."""
+    tp: Any = type(obj)
+    if tp is dict:
+        return items
+    try:
+        made = tp(obj.default_factory, items) if isinstance(obj, defaultdict) else tp(items)
+    except Exception:  # a constructor that takes something else: the items, as a dict
+        return items
+    return made if isinstance(made, Mapping) and len(made) == len(items) and made is not obj else items
 
 
 def convert_leaves(found: list[tuple[str, object]], leaf: Leaf) -> dict[int, object]:
@@ -306,27 +335,68 @@ def _share_one(g: list[int], arrays: list[tuple[str, object, Tensor, tuple[Fix, 
 # ------------------------------------------------------------------ tables
 
 
-def _column_names(obj: object) -> list[str]:
-    names: Any = getattr(obj, "column_names", None)
+def _column_labels(table: object) -> list[Hashable]:
+    """The table's column labels, in order, as the table has them (pyarrow's
+    and polars' are str; a pandas frame's may be ints, or tuples of a
+    MultiIndex)."""
+    names: Any = getattr(table, "column_names", None)
     if names is None:
-        names = getattr(obj, "columns", ())
-    return [str(c) for c in names]
+        names = getattr(table, "columns", ())
+    return list(names)
 
 
-def _column(obj: object, name: str, top: str) -> object:
-    """One column of a table (of module ``top``), as the object convert
-    imports (zero-copy where the library allows: a NumPy-backed pandas column
-    as its ndarray)."""
+def _column_at(table: object, i: int, label: Hashable, top: str) -> object:
+    """Column ``i`` of a table (of module ``top``), by position (a label may
+    be shared by several columns), as the object convert imports (zero-copy
+    where the library allows: a NumPy-backed pandas column as its ndarray)."""
     if top == "pyarrow":
-        return obj.column(name)  # type: ignore[attr-defined]
+        return table.column(i)  # type: ignore[attr-defined]
     if top == "polars":
-        return obj.get_column(name)  # type: ignore[attr-defined]
+        return table.to_series(i)  # type: ignore[attr-defined]
     if top == "pandas":
-        s = obj[name]  # type: ignore[index]
+        s = table.iloc[:, i]  # type: ignore[attr-defined]
         if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufcmM":
             return s.to_numpy(copy=False)
         return s
-    return obj[name]  # type: ignore[index]
+    return table[label]  # type: ignore[index]
+
+
+def _table_columns(table: object, top: str, chosen: list[Hashable] | None, keyed: bool) -> list[tuple[Hashable, object]]:
+    """The ``chosen`` columns of ``table`` (all when None) as ``(label,
+    column)``, read in one step, before any is converted. ValueError naming
+    a label the table lacks, or one it has twice where a dict of columns (or
+    ``columns=``) would have to choose between them; RuntimeError when the
+    table changes while it is read (another thread)."""
+    labels = _column_labels(table)
+    if chosen is None:
+        positions = list(range(len(labels)))
+    else:
+        missing = [c for c in chosen if c not in labels]
+        if missing:
+            raise ValueError(f"convert(columns=...): no column{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(map(repr, missing))}; the table has {', '.join(map(repr, labels))}")  # fmt: skip
+        positions = [labels.index(c) for c in chosen]
+    if keyed or chosen is not None:
+        wanted = {labels[i] for i in positions}
+        counts: dict[Hashable, int] = {}
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        twice = [label for label in dict.fromkeys(labels) if counts[label] > 1 and label in wanted]
+        if twice:
+            raise ValueError(f"convert(): the table has more than one column named {', '.join(map(repr, twice))}, "
+                             "and a dict of columns holds one per name: rename them (or stack=True, which "
+                             "takes them by position)")  # fmt: skip
+    try:
+        read = [(labels[i], _column_at(table, i, labels[i], top)) for i in positions]
+    except (IndexError, KeyError) as e:
+        raise RuntimeError(f"convert(): the {type(table).__name__} changed while its columns were read "
+                           f"({type(e).__name__}: {e}); convert it when no other thread changes it") from e
+    # pyarrow's tables are immutable; a pandas or polars frame changed by another thread between
+    # reading its labels and its columns would pair a label with another column's values
+    if top != "pyarrow" and _column_labels(table) != labels:
+        raise RuntimeError(f"convert(): the {type(table).__name__} changed while its columns were read; "
+                           "convert it when no other thread changes it")  # fmt: skip
+    return read
 
 
 def _as_table(obj: object) -> object:
@@ -346,38 +416,31 @@ def _as_table(obj: object) -> object:
     return pai.from_dataframe(obj)  # type: ignore[attr-defined]
 
 
-def convert_table(obj: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> object:
-    """A table converted: a dict of column name -> converted column (the
+def convert_table(obj: object, leaf: Leaf, columns: list[Hashable] | None, stack: bool) -> object:
+    """A table converted: a dict of column label -> converted column (the
     columns as a batch, through convert itself: its C loop takes them when
-    every one holds as it is), or with ``stack`` one 2-D array (rows x
-    columns)."""
+    every one holds as it is; a table without columns, or ``columns=[]``,
+    is an empty dict), or with ``stack`` one 2-D array (rows x columns)."""
     table = _as_table(obj)
-    names = _column_names(table)
     top = type(table).__module__.partition(".")[0]
-    if columns is None and top == "pyarrow":  # every column at once (a lookup by name scans the names)
-        if stack:
-            return _stack_call(table, names, leaf, top)
-        return leaf.again(dict(zip(names, table.columns)))  # type: ignore[attr-defined]
-    if columns is None:
-        columns = names
-    missing = [c for c in columns if c not in names]
-    if missing:
-        raise ValueError(f"convert(columns=...): no column{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(map(repr, missing))}; the table has {', '.join(map(repr, names))}")  # fmt: skip
-    if not stack:
-        return leaf.again({c: _column(table, c, top) for c in columns})
-    return _stack_call(table, columns, leaf, top)
+    read = _table_columns(table, top, columns, not stack)
+    if stack:
+        return _stack_call(read, table, leaf, top)
+    if not read:
+        return {}
+    return leaf.again(dict(read))
 
 
-def _stack_call(table: object, columns: list[str], leaf: Leaf, top: str) -> object:
+def _stack_call(columns: list[tuple[Hashable, object]], table: object, leaf: Leaf, top: str) -> object:
     """``stack=True``: the 2-D array, and one CopyWarning for what it copied unasked."""
     said: dict[str, tuple[Fix, ...]] = {}
-    out = _stacked(table, columns, leaf, said, top)
+    out = _stacked(columns, table, leaf, said, top)
     leaf.warn(said)
     return out
 
 
-def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tuple[Fix, ...]], top: str) -> object:
+def _stacked(columns: list[tuple[Hashable, object]], table: object, leaf: Leaf, said: dict[str, tuple[Fix, ...]],
+             top: str) -> object:  # fmt: skip
     """The chosen columns as one 2-D array: a view when they lie one stride
     apart (a NumPy-backed frame's block) and the destination holds that view
     as it is, else one copy straight into the result (a cast on the way when
@@ -390,8 +453,8 @@ def _stacked(table: object, columns: list[str], leaf: Leaf, said: dict[str, tupl
         raise ValueError("convert(stack=True): no columns to stack")
     parts: list[Tensor] = []
     made_all: list[Fix] = []
-    for c in columns:
-        t, made = leaf.imported(_column(table, c, top))
+    for c, column in columns:
+        t, made = leaf.imported(column)
         if t.ndim != 1:
             raise ValueError(f"convert(stack=True): column {c!r} is {t.ndim}-d; stacking takes 1-d columns")
         parts.append(t)
@@ -479,7 +542,7 @@ class Batches(Iterator[Any]):
     a table is (a dict of columns, or one 2-D array with ``stack=True``). It holds no
     batch between calls: memory held is what the caller keeps."""
 
-    def __init__(self, source: object, leaf: Leaf, columns: list[str] | None, stack: bool) -> None:
+    def __init__(self, source: object, leaf: Leaf, columns: list[Hashable] | None, stack: bool) -> None:
         self._leaf, self._columns, self._stack = leaf, columns, stack
         self._source: Iterator[Any] = _batches_of(source)
 

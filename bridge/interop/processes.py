@@ -89,6 +89,18 @@ _received: weakref.WeakValueDictionary[tuple[int, ...], UntypedStorage] = weakre
 _lock = threading.Lock()
 
 
+def _new_lock_in_child() -> None:
+    # A lock another thread held at fork stays held in the child, where that
+    # thread does not exist: the child's next receive would wait forever. The
+    # mappings themselves are inherited and stay valid.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def _shared_block(st: UntypedStorage) -> SharedMemoryBlock | None:
     owner = st.owner
     return owner if isinstance(owner, SharedMemoryBlock) else None

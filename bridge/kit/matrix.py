@@ -87,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bridge matrix``: run the matrix and print it. Exit code 1
     only for bridge's own failures (violations or crashes in cells where
     bridge produces or consumes); with ``--baseline``, only for cells that got
-    worse than the baseline's (:mod:`bridge.kit.matrix_baseline`)."""
+    worse than the baseline's (:mod:`bridge.kit.matrix_baseline`). The paths
+    it writes (``--html``, ``--repro``, ``--save-baseline``) and the baseline
+    it reads are checked before any cell runs: a bad one is a usage error
+    naming the option and the problem (exit status 2), and nothing is written."""
     from bridge.kit.cli import HelpFormatter, prog
 
     ap = argparse.ArgumentParser(prog=f"{prog()} matrix", description=__doc__.split("\n\n")[0],
@@ -125,14 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown {option} {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
         chosen[option] = names
+    from bridge.kit import matrix_baseline
+
+    # A path that cannot be written, or a bad baseline, fails here, before the
+    # run: found after it, minutes of cells would be lost.
+    matrix_baseline.check_outputs([("--html", args.html, "file"), ("--repro", args.repro, "folder"),
+                                   ("--save-baseline", args.save_baseline, "replaced")], ap.error)  # fmt: skip
+    baseline = matrix_baseline.prepare(args.baseline, args.save_baseline, ap.error)
     producers = [p for p in (chosen["producer"] or PEERS) if available(p)]
     wanted_consumers = set(chosen["consumer"] or PEERS)
     cons = consumer_entries(wanted_consumers)  # planned without importing any peer here
     dtypes = chosen["dtype"] or list(DEFAULT_DTYPES)
     cells = plan(producers, cons, dtypes, chosen["protocol"])
-    from bridge.kit import matrix_baseline  # a bad baseline fails here, before the run
-
-    baseline = matrix_baseline.prepare(args.baseline, args.save_baseline, ap.error)
     results = _run_with_progress(cells, quiet=args.no_progress or args.json or args.markdown)
     if args.json:
         json.dump([dataclasses.asdict(c) | {"case": c.case} for c in results], sys.stdout, indent=1)

@@ -37,9 +37,10 @@ import json
 import os
 import platform
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TextIO
 
 if TYPE_CHECKING:
     from bridge.kit.matrix_grid import Cell
@@ -49,7 +50,7 @@ __all__ = [
     "UNRANKED", "Outcome", "Baseline", "Change", "Comparison", "rank", "cell_key", "parse_cell_key",
     "matrix_options", "matrix_selection", "matrix_versions", "from_cells", "check_key", "check_test",
     "conformance_versions", "dumps", "save", "loads",
-    "load", "compare", "prepare", "finish",
+    "load", "compare", "OutputKind", "output_problem", "check_outputs", "prepare", "finish",
 ]  # fmt: skip
 
 #: The ``format`` field every baseline file carries: a JSON file without it
@@ -264,11 +265,24 @@ def dumps(baseline: Baseline) -> str:
 
 def save(baseline: Baseline, path: str | os.PathLike[str]) -> None:
     """Write ``baseline`` to ``path`` (:func:`dumps`), replacing it whole: a
-    reader never sees half a file (written beside it, then renamed)."""
+    reader never sees half a file (written beside it, to ``path`` + ``.tmp``,
+    then renamed). When writing or renaming fails (a full disk, ``path`` a
+    folder), the OSError propagates and the ``.tmp`` file is removed."""
     tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(dumps(baseline))
-    os.replace(tmp, path)
+    text = dumps(baseline)  # (before the file is opened: nothing to remove if this fails)
+    made = False
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            made = True
+            f.write(text)
+        os.replace(tmp, path)
+        made = False  # renamed: the name is the baseline's now
+    finally:
+        if made:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # the error being raised says more than this one would
 
 
 def loads(text: str, kind: str, source: str = "baseline") -> Baseline:
@@ -284,11 +298,19 @@ def loads(text: str, kind: str, source: str = "baseline") -> Baseline:
 
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as e:
+    except RecursionError:
+        # json's parser recurses once per level: [[[...]]] thousands deep overflows it.
+        bad(f"not a dlpack-bridge baseline: JSON nested too deeply to read (a baseline nests {_DEPTH} levels)")
+    except ValueError as e:  # JSONDecodeError, and an integer of more digits than int() takes
         bad(f"not JSON ({e})")
+    if _deeper_than(doc, _MAX_DEPTH):
+        # Parsed, but comparing and printing its values would recurse as deep.
+        bad(f"not a dlpack-bridge baseline: JSON nested more than {_MAX_DEPTH} levels deep "
+            f"(a baseline nests {_DEPTH})")  # fmt: skip
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         bad(f"not a dlpack-bridge baseline (no \"format\": \"{FORMAT}\" field)")
-    if doc.get("format_version") != FORMAT_VERSION:
+    version = doc.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:  # true and 1.0 equal 1, and are no version
         bad(f"format version {doc.get('format_version')!r}, this dlpack-bridge reads version {FORMAT_VERSION} "
             f"(save the baseline again with this version)")  # fmt: skip
     if doc.get("kind") != kind:
@@ -315,6 +337,26 @@ def loads(text: str, kind: str, source: str = "baseline") -> Baseline:
             bad(f"entry {key!r}: {e}")
         entries[key] = Outcome(fields["verdict"], fields.get("rule", ""), fields.get("reason", ""))
     return Baseline(kind, entries, dict(versions), dict(options))
+
+
+# The nesting of a baseline's JSON (the document, "entries", an entry; "options", a list),
+# and the most a file may have: past it, it is no baseline, whatever its fields.
+_DEPTH = 3
+_MAX_DEPTH = 16
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` (parsed JSON) nests lists and objects more than ``limit`` deep."""
+    todo = [(doc, 1)]  # a loop, not recursion: the depth is what is in question
+    while todo:
+        value, depth = todo.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        todo.extend((child, depth + 1) for child in children)
+    return False
 
 
 def load(path: str | os.PathLike[str], kind: str) -> Baseline:
@@ -465,13 +507,101 @@ def compare(baseline: Baseline, current: Baseline, selected: Callable[[str], boo
 # ------------------------------------------------------------------ the command line
 
 
+#: How a command writes an output path: ``"file"``, a file written in place,
+#: its missing folders made (``--html``); ``"replaced"``, a file written beside
+#: it and renamed over it, in a folder that must exist (``--save-baseline``,
+#: :func:`save`); ``"folder"``, a folder files are written into, made with its
+#: missing parents (``--repro``).
+OutputKind = Literal["file", "replaced", "folder"]
+
+
+def _write_problem(folder: str) -> str | None:
+    # Write and search: a file is made in it by name. access() also says no
+    # on a read-only file system, even to root; effective ids, as open() uses.
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return f"the folder {folder} is not writable"
+    # access() lets root through where the file system itself refuses (/proc,
+    # /sys, a FUSE mount): a file made there and dropped tells. TemporaryFile
+    # makes it unnamed (O_TMPFILE) where Linux can, else unlinks it at once,
+    # so nothing is left behind.
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"cannot write in the folder {folder} ({e.strerror or e})"
+    return None
+
+
+def _nearest_existing(path: str) -> str:
+    # The path cut back, as given, to its longest part that exists ("." when
+    # none does: the current folder). Not normalized: the system walks "f/../x"
+    # through f, which fails when f is a file, where normpath would make it "x".
+    while path and not os.path.lexists(path):
+        path = path.rstrip(os.sep) if path.endswith(os.sep) else os.path.dirname(path)
+    return path or os.curdir
+
+
+def _not_a_folder(path: str) -> str:
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{path} is a broken symbolic link"
+    return f"{path} is a file, not a folder" if os.path.isfile(path) else f"{path} is not a folder"
+
+
+def output_problem(path: str, how: OutputKind) -> str | None:
+    """What stops a command from writing ``path`` the way ``how`` says
+    (:data:`OutputKind`), as a phrase for an error message, or None when
+    nothing does: checked before the work, so that a bad path fails at once,
+    not after it, and nothing is left behind. The checks: the path is not empty; a
+    file's path is not a folder (and, written in place, an existing file is
+    writable); a folder's path, or the nearest existing part of a path whose
+    missing folders are made, is a folder in which a file can be made (a
+    nameless one is made and dropped: access() lets root through where the
+    file system refuses); a replaced file's folder exists. A write can still
+    fail later (a full disk): this is not a reservation."""
+    if not path:
+        return "the path is empty"
+    if how == "folder":
+        start = path
+    else:
+        if os.path.isdir(path):
+            return "it is a folder, not a file"
+        if how == "file" and os.path.isfile(path) and not os.access(path, os.W_OK):
+            return "the file is not writable"
+        start = os.path.dirname(path) or os.curdir
+    there = _nearest_existing(start)
+    if how == "replaced" and there != start:
+        return f"no folder {start}"
+    if not os.path.isdir(there):
+        return _not_a_folder(there)
+    return _write_problem(there)
+
+
+def check_outputs(outputs: Iterable[tuple[str, str | None, OutputKind]], error: Callable[[str], NoReturn]) -> None:
+    """Before a command's work: each ``(flag, path, how)`` of ``outputs``
+    given (``path`` not None) checked with :func:`output_problem`, and no two
+    naming the same path (the second would overwrite the first, or fail on
+    the folder the first made). ``error`` (argparse's ``parser.error``: exit
+    status 2) gets ``"FLAG PATH: problem"`` for the first one found."""
+    seen: dict[str, str] = {}
+    for flag, path, how in outputs:
+        if path is None:
+            continue
+        problem = output_problem(path, how)
+        if problem is not None:
+            error(f"{flag} {path}: {problem}")
+        where = os.path.realpath(path)
+        if where in seen:
+            error(f"{seen[where]} and {flag} both name {path}: give each its own path")
+        seen[where] = flag
+
+
 def prepare(baseline_path: str | None, save_path: str | None, error: Callable[[str], NoReturn]) -> Baseline | None:
-    """Before the matrix runs: the baseline ``--baseline`` names, read
-    (None without one), and ``--save-baseline``'s folder checked, so that a
-    bad file or path fails at once, not after minutes of cells. ``error``
-    (argparse's ``parser.error``: exit status 2) gets the reason."""
-    if save_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(save_path))):
-        error(f"--save-baseline {save_path}: no folder {os.path.dirname(os.path.abspath(save_path))}")
+    """Before the matrix runs: the baseline ``--baseline`` names, read and
+    validated (None without one; :func:`load`), and ``--save-baseline``'s
+    path checked (:func:`output_problem`), so that a bad file or path fails
+    at once, not after minutes of cells. ``error`` (argparse's
+    ``parser.error``: exit status 2) gets the reason."""
+    check_outputs([("--save-baseline", save_path, "replaced")], error)
     if baseline_path is None:
         return None
     try:

@@ -214,17 +214,22 @@ def _run_options(config: pytest.Config) -> dict[str, Any]:
 
 def start_baseline(config: pytest.Config) -> None:
     """``pytest_configure`` with a baseline option: read ``--dlpack-baseline``
-    (a bad file is a ``pytest.UsageError`` saying why, before any test runs)
-    and keep the session's :class:`BaselineSession` in ``config.stash``.
+    and check that ``--dlpack-save-baseline``'s path can be written
+    (:func:`~bridge.kit.matrix_baseline.output_problem`); a bad file or path
+    is a ``pytest.UsageError`` naming the option and saying why, before any
+    test runs. Keeps the session's :class:`BaselineSession` in ``config.stash``.
     ``--dlpack-save-baseline`` is a UsageError in a pytest-xdist worker: each
     worker sees only its own tests, and would write its own file."""
-    from bridge.kit.matrix_baseline import CONFORMANCE, load
+    from bridge.kit.matrix_baseline import CONFORMANCE, load, output_problem
 
     save_path = config.getoption("dlpack_save_baseline", None)
     baseline_path = config.getoption("dlpack_baseline", None)
     if save_path and hasattr(config, "workerinput"):
         raise pytest.UsageError("--dlpack-save-baseline does not work under pytest-xdist's workers (-n): "
                                 "save the baseline in a run without -n")  # fmt: skip
+    problem = output_problem(save_path, "replaced") if save_path is not None else None
+    if problem is not None:  # found at the end, it would fail the session after every test ran
+        raise pytest.UsageError(f"--dlpack-save-baseline {save_path}: {problem}")
     baseline = None
     if baseline_path:
         try:

@@ -3,6 +3,7 @@
 
 #include "core.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,30 +68,42 @@ typedef struct {
 
 static cached_block cache[CACHE_SLOTS]; /* oldest first */
 static int cache_n;
-static size_t cache_bytes, cache_limit = CACHE_UNSET;
+static size_t cache_bytes, cache_limit;
 static char cache_lock;
 
 static int cache_try_lock(void) { return !__atomic_test_and_set(&cache_lock, __ATOMIC_ACQUIRE); }
 static void cache_unlock(void) { __atomic_clear(&cache_lock, __ATOMIC_RELEASE); }
 
-/* BRIDGE_HOST_CACHE: bytes, with an optional k/m/g suffix (powers of 1024);
- * anything unreadable keeps the default. Called with the lock held. */
+/* BRIDGE_HOST_CACHE: decimal digits only (no sign, no space), with an
+ * optional k/m/g suffix (powers of 1024); anything else, and a number past
+ * SIZE_MAX, keeps the default (strtoull would take "-1" as 2**64-1: no bound).
+ * Read once per process, the first time the cache is asked its limit. */
 static size_t cache_limit_from_env(void) {
   const char *e = getenv("BRIDGE_HOST_CACHE");
   if (e == NULL || *e == '\0') return CACHE_DEFAULT_LIMIT;
-  char *end;
-  unsigned long long v = strtoull(e, &end, 10);
+  size_t v = 0;
+  const char *c = e;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    size_t digit = (size_t)(*c - '0');
+    if (v > (SIZE_MAX - digit) / 10) return CACHE_DEFAULT_LIMIT;
+    v = v * 10 + digit;
+  }
   int shift = 0;
-  if (*end == 'k' || *end == 'K') shift = 10;
-  else if (*end == 'm' || *end == 'M') shift = 20;
-  else if (*end == 'g' || *end == 'G') shift = 30;
-  if (shift) end++;
-  if (end == e || *end != '\0' || v > (SIZE_MAX >> shift)) return CACHE_DEFAULT_LIMIT;
-  return (size_t)v << shift;
+  if (*c == 'k' || *c == 'K') shift = 10;
+  else if (*c == 'm' || *c == 'M') shift = 20;
+  else if (*c == 'g' || *c == 'G') shift = 30;
+  if (shift) c++;
+  if (c == e || *c != '\0' || (shift && (c - 1 == e || v > (SIZE_MAX >> shift)))) return CACHE_DEFAULT_LIMIT;
+  return v << shift;
 }
 
+static int cache_limit_read; /* whether cache_limit holds the environment's (or a caller's) bound */
+
 static size_t cache_limit_now(void) {
-  if (cache_limit == CACHE_UNSET) cache_limit = cache_limit_from_env();
+  if (!cache_limit_read) {
+    cache_limit = cache_limit_from_env();
+    cache_limit_read = 1;
+  }
   return cache_limit;
 }
 
@@ -159,10 +172,17 @@ static int cache_put(void *raw, size_t size) {
   return kept;
 }
 
-/* Take the lock for an owner's call (these wait: they are rare and short). */
+/* Take the lock for an owner's call (these wait: they are rare and short,
+ * and the lock is only ever held for a few loads and stores). */
 static void cache_lock_wait(void) {
   while (!cache_try_lock()) sched_yield();
 }
+
+/* fork() takes the lock first, so a child never inherits it held by a thread
+ * it does not have (bridge.empty_cache() in such a child waited forever); the
+ * child keeps the parent's cached blocks, which are its own copies. */
+static void cache_prepare(void) { cache_lock_wait(); }
+static void cache_after(void) { cache_unlock(); }
 
 size_t bridge_host_cache_limit(size_t limit) {
   cache_lock_wait();
@@ -171,6 +191,7 @@ size_t bridge_host_cache_limit(size_t limit) {
   int k = 0;
   if (limit != CACHE_UNSET) {
     cache_limit = limit;
+    cache_limit_read = 1;
     k = cache_evict(0, evicted);
   }
   cache_unlock();
@@ -292,7 +313,15 @@ static PyMethodDef memory_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int bridge_memory_init(PyObject *mod) { return PyModule_AddFunctions(mod, memory_functions); }
+int bridge_memory_init(PyObject *mod) {
+  static int registered;
+  if (!registered && pthread_atfork(cache_prepare, cache_after, cache_after) != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed for bridge's host block cache");
+    return -1;
+  }
+  registered = 1;
+  return PyModule_AddFunctions(mod, memory_functions);
+}
 
 /* -------------------------------------------------------------- counters */
 

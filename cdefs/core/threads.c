@@ -109,7 +109,11 @@ static void *pool_worker(void *start_gen) {
 }
 
 /* fork() takes both locks first, so the child's copy of the pool is never
- * halfway through a job; the child has none of the workers. */
+ * halfway through a job; the child has none of the workers. The child gets
+ * every lock and condition variable new: a condition variable the parent's
+ * workers slept on keeps their (absent) waiters in its state, and glibc's
+ * next broadcast on it waits for them forever (a forked Pool's second large
+ * copy hung so). */
 static void pool_prepare(void) {
   pthread_mutex_lock(&pool_job);
   pthread_mutex_lock(&pool.mu);
@@ -119,10 +123,16 @@ static void pool_parent(void) {
   pthread_mutex_unlock(&pool_job);
 }
 static void pool_child(void) {
+  static const pthread_mutex_t mutex_new = PTHREAD_MUTEX_INITIALIZER;
+  static const pthread_cond_t cond_new = PTHREAD_COND_INITIALIZER;
+  pool.mu = mutex_new;
+  pool.wake = cond_new;
+  pool.done = cond_new;
+  pool_job = mutex_new;
   pool.workers = 0;
   pool.parts = pool.next = pool.left = 0;
-  pthread_mutex_unlock(&pool.mu);
-  pthread_mutex_unlock(&pool_job);
+  pool.fn = NULL;
+  pool.arg = NULL;
 }
 static void pool_init(void) { pthread_atfork(pool_prepare, pool_parent, pool_child); }
 

@@ -98,9 +98,10 @@ static PyObject *ndarray_over_managed(void *m, int versioned, const DLTensor *dl
 static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m) {
   if (d->take == TAKE_API) {
     void *out = NULL;
-    if (d->api->managed_tensor_to_py_object_no_sync(m, &out) != 0) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_BufferError, "the destination's DLPack exchange API failed");
+    int rc = d->api->managed_tensor_to_py_object_no_sync(m, &out);
+    if (bridge_exchange_status(rc == 0 && out == NULL ? -1 : rc, "destination",
+                               "managed_tensor_to_py_object_no_sync") < 0) {
+      if (rc == 0) Py_XDECREF((PyObject *)out);
       return NULL;
     }
     return (PyObject *)out;
@@ -345,6 +346,8 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
     Py_XDECREF(col);
     if (rc < 0) Py_CLEAR(out);
   }
+  if (out != NULL && PyDict_GET_SIZE(out) != n) /* a name twice: the general path says which */
+    Py_CLEAR(out);
   if (out != NULL && ncopied > 0 && warn_copied(args[1], names, pl, n) < 0) Py_CLEAR(out);
 done:
   for (Py_ssize_t i = 0; i < n; i++) {
@@ -530,46 +533,45 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
     return out;
   }
   if (depth >= BATCH_MAX_DEPTH) return Py_NewRef(needs_general);
-  Py_ssize_t n = dict ? PyDict_GET_SIZE(obj) : Py_SIZE(obj);
+  /* A leaf's import runs Python (a __dlpack__, an __arrow_c_array__), which
+   * may change a list or dict under the loop: the loop walks a snapshot taken
+   * here, which holds its items, and converts what the container held when
+   * the call read it. (A tuple cannot change; what it holds is snapshotted
+   * in turn.) */
+  PyObject *items = dict ? PyDict_Copy(obj) : list ? PyList_GetSlice(obj, 0, PyList_GET_SIZE(obj)) : Py_NewRef(obj);
+  if (items == NULL) return NULL;
+  Py_ssize_t n = dict ? PyDict_GET_SIZE(items) : Py_SIZE(items);
   PyObject *out = dict ? PyDict_New() : list ? PyList_New(n) : PyTuple_New(n);
-  if (out == NULL) return NULL;
+  if (out == NULL) {
+    Py_DECREF(items);
+    return NULL;
+  }
   Py_ssize_t pos = 0, i = 0;
-  PyObject *key, *value;
-  while (dict ? PyDict_Next(obj, &pos, &key, &value) : i < n) {
-    PyObject *leaf = dict ? value : list ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);
-    Py_INCREF(leaf); /* a list may change under a leaf's import (it runs Python) */
-    if (dict) Py_INCREF(key);
+  PyObject *key, *leaf;
+  while (dict ? PyDict_Next(items, &pos, &key, &leaf) : i < n) {
+    if (!dict) leaf = list ? PyList_GET_ITEM(items, i) : PyTuple_GET_ITEM(items, i);
     PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, arrays, seen);
-    Py_DECREF(leaf);
     if (r == NULL || r == needs_general) {
-      if (dict) Py_DECREF(key);
       Py_DECREF(out);
+      Py_DECREF(items);
       return r;
     }
     if (dict) {
       int rc = PyDict_SetItem(out, key, r);
-      Py_DECREF(key);
       Py_DECREF(r);
       if (rc < 0) {
         Py_DECREF(out);
+        Py_DECREF(items);
         return NULL;
       }
-      if (PyDict_GET_SIZE(obj) != n) { /* changed while its leaves were imported */
-        Py_DECREF(out);
-        return Py_NewRef(needs_general);
-      }
     } else if (list) {
-      if (i >= PyList_GET_SIZE(obj)) { /* shrunk meanwhile */
-        Py_DECREF(r);
-        Py_DECREF(out);
-        return Py_NewRef(needs_general);
-      }
       PyList_SET_ITEM(out, i, r);
     } else {
       PyTuple_SET_ITEM(out, i, r);
     }
     i++;
   }
+  Py_DECREF(items);
   return out;
 }
 

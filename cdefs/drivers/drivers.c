@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/time.h>
 
 #define NAME_LEGACY BRIDGE_NAME_LEGACY
 #define NAME_VERSIONED BRIDGE_NAME_VERSIONED
@@ -381,6 +382,54 @@ static PyObject *py_handing_api(PyObject *mod, PyObject *unused) {
   return PyCapsule_New(&api, BRIDGE_NAME_API, NULL);
 }
 
+/* A producer and destination that break the C API's contract: each of its
+ * functions does its work through bridge's own table (from the object's
+ * `tensor` attribute, as the chain's tables do) and returns success, but
+ * leaves a Python exception set. */
+static DLPackExchangeAPI *ours_table(void) {
+  PyObject *cap = PyObject_GetAttrString((PyObject *)&BridgeTensor_Type, "__dlpack_c_exchange_api__");
+  DLPackExchangeAPI *ours = cap ? (DLPackExchangeAPI *)PyCapsule_GetPointer(cap, BRIDGE_NAME_API) : NULL;
+  Py_XDECREF(cap);
+  return ours;
+}
+static int lie(int rc) {
+  if (rc == 0) PyErr_SetString(PyExc_RuntimeError, "left set by a lying exchange API");
+  return rc;
+}
+static int lying_from(void *x, DLManagedTensorVersioned **out) {
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = ours_table()->managed_tensor_from_py_object_no_sync(t, out);
+  Py_DECREF(t);
+  return lie(rc);
+}
+static int lying_peek(void *x, DLTensor *out) {
+  PyObject *t = PyObject_GetAttrString((PyObject *)x, "tensor");
+  if (t == NULL) return -1;
+  int rc = ours_table()->dltensor_from_py_object_no_sync(t, out); /* x keeps t, and t its dims */
+  Py_DECREF(t);
+  return lie(rc);
+}
+static int lying_to(DLManagedTensorVersioned *m, void **out) {
+  return lie(ours_table()->managed_tensor_to_py_object_no_sync(m, out));
+}
+
+/* lying_api() -> a "dlpack_exchange_api" capsule of such a table. */
+static PyObject *py_lying_api(PyObject *mod, PyObject *unused) {
+  (void)mod, (void)unused;
+  static DLPackExchangeAPI api;
+  if (api.managed_tensor_from_py_object_no_sync == NULL) {
+    DLPackExchangeAPI *ours = ours_table();
+    if (ours == NULL) return NULL;
+    api = *ours;
+    api.header.prev_api = NULL;
+    api.managed_tensor_from_py_object_no_sync = lying_from;
+    api.dltensor_from_py_object_no_sync = lying_peek;
+    api.managed_tensor_to_py_object_no_sync = lying_to;
+  }
+  return PyCapsule_New(&api, BRIDGE_NAME_API, NULL);
+}
+
 /* api_from_head(api, obj) -> obj through the first table of the capsule's
  * chain, whatever its major version: what a consumer that does not walk
  * prev_api does (for the kit's tests of such a consumer). */
@@ -604,7 +653,35 @@ static PyObject *py_copy_simd(PyObject *mod, PyObject *arg) {
 }
 
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
+/* churn_host_blocks(ms) -> blocks allocated: for `ms` milliseconds, without
+ * the GIL, allocate and free host blocks of the cache's sizes (what a DLPack
+ * deleter or the exchange API's allocator does on a thread of another
+ * library's), so that the host cache's lock is taken most of the time: for
+ * the tests that fork while another thread holds it. */
+static PyObject *py_churn_host_blocks(PyObject *mod, PyObject *arg) {
+  (void)mod;
+  long ms = PyLong_AsLong(arg);
+  if (ms == -1 && PyErr_Occurred()) return NULL;
+  long long n = 0;
+  Py_BEGIN_ALLOW_THREADS
+  struct timeval t0, t;
+  gettimeofday(&t0, NULL);
+  for (;;) {
+    void *a = bridge_aligned_alloc((size_t)300 << 10, 0), *b = bridge_aligned_alloc((size_t)200 << 10, 0);
+    bridge_aligned_free(a);
+    bridge_aligned_free(b);
+    n += 2;
+    gettimeofday(&t, NULL);
+    if ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_usec - t0.tv_usec) / 1000L >= ms) break;
+  }
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLongLong(n);
+}
+
 static PyMethodDef driver_functions[] = {
+    {"churn_host_blocks", (PyCFunction)py_churn_host_blocks, METH_O,
+     "churn_host_blocks(ms)\n--\n\nAllocate and free host blocks for ms milliseconds without the GIL; "
+     "returns how many."},
     {"test_deleter_address", (PyCFunction)py_test_deleter_address, METH_O,
      "test_deleter_address(versioned, /)\n--\n\nThe address of a deleter that only counts its calls."},
     FAST("call_deleter_in_thread", py_call_deleter_in_thread,
@@ -650,6 +727,9 @@ static PyMethodDef driver_functions[] = {
     FAST("api_from_head", py_api_from_head,
          "api_from_head(api, obj, /)\n--\n\nobj through the first table of the exchange API's "
          "chain, whatever its major version (a consumer that does not walk prev_api)."),
+    {"lying_api", (PyCFunction)py_lying_api, METH_NOARGS,
+     "lying_api()\n--\n\nAn exchange API capsule whose functions do their work (from the object's "
+     "`tensor`) and return success with a Python exception set."},
     {"handing_api", (PyCFunction)py_handing_api, METH_NOARGS,
      "handing_api()\n--\n\nAn exchange API capsule whose managed_tensor_from_py_object_no_sync hands over, "
      "unchecked, the DLManagedTensorVersioned at the object's `managed` address (a hostile producer)."},

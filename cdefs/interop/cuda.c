@@ -17,7 +17,9 @@
 #include <limits.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 bridge_cuda_driver bridge_cu;
 static CUcontext contexts[MAX_DEVICES];
@@ -389,7 +391,28 @@ static PyMethodDef cuda_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* A child forked after the driver was initialised cannot use it (the CUDA
+ * driver does not survive fork: every call fails, or hangs, in the child), so
+ * the child sees CUDA as unavailable, with the reason; one forked before
+ * loads the driver itself. Its contexts are the parent's: forgotten, and
+ * device memory a storage inherited is never freed through them. */
+static void cuda_child(void) {
+  if (bridge_cu.state == 1) {
+    snprintf(load_error, sizeof load_error,
+             "this process was forked after its parent initialised CUDA, and the CUDA driver does not survive "
+             "fork (start it with multiprocessing's 'spawn' or 'forkserver' method)");
+    bridge_cu.state = -1;
+  }
+  memset(contexts, 0, sizeof contexts);
+}
+
 int bridge_cuda_init(PyObject *mod) {
+  static int registered;
+  if (!registered && pthread_atfork(NULL, NULL, cuda_child) != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed for bridge's CUDA state");
+    return -1;
+  }
+  registered = 1;
   if (PyType_Ready(&CudaBlock_Type) < 0) return -1;
   return PyModule_AddFunctions(mod, cuda_functions);
 }

@@ -188,17 +188,34 @@ static void exchange_error_to_buffer_error(PyObject *exc) {
   bridge_restore_error(mine);
 }
 
+int bridge_exchange_status(int rc, const char *side, const char *fn) {
+  if (rc == 0 && !PyErr_Occurred()) return 0;
+  if (rc != 0) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_BufferError, "the %s's DLPack exchange API failed (%s)", side, fn);
+    return -1;
+  }
+  /* Success with an exception set breaks the C API's contract: whatever
+   * follows would return a result with an exception set (SystemError). */
+  PyObject *exc = bridge_fetch_error();
+  PyErr_Format(PyExc_BufferError,
+               "the %s's DLPack exchange API broke its contract: %s returned success with a Python "
+               "exception set",
+               side, fn);
+  PyObject *mine = bridge_fetch_error();
+  PyException_SetCause(mine, exc); /* steals exc */
+  bridge_restore_error(mine);
+  return -1;
+}
+
 /* The consumer's stream waits for the work the producer enqueued on its
  * current stream (NULL there is the legacy default stream, DLPack's 1). */
 static int order_exchange(DLPackExchangeAPI *api, DLManagedTensorVersioned *m) {
   DLDevice d = m->dl_tensor.device;
   if (d.device_type != kDLCUDA || api->current_work_stream == NULL) return 0;
   void *ps = NULL;
-  if (api->current_work_stream(d.device_type, d.device_id, &ps) != 0) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_BufferError, "the producer's current_work_stream failed");
+  if (bridge_exchange_status(api->current_work_stream(d.device_type, d.device_id, &ps), "producer",
+                             "current_work_stream") < 0)
     return -1;
-  }
   return bridge_cuda_order(d.device_id, ps ? (uintptr_t)ps : 1, bridge_current_stream());
 }
 
@@ -244,7 +261,13 @@ static int exchange_managed(const type_record *r, PyObject *x, DLManagedTensorVe
   if (api == NULL || api->managed_tensor_from_py_object_no_sync == NULL)
     return fall_back_or_fail(x, NULL, tp, head);
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync((void *)x, &m) == 0 && m != NULL) {
+  int rc = api->managed_tensor_from_py_object_no_sync((void *)x, &m);
+  if (bridge_exchange_status(rc, "producer", "managed_tensor_from_py_object_no_sync") < 0) {
+    PyObject *exc = bridge_fetch_error();
+    if (rc == 0 && m != NULL) bridge_dlpack_call_deleter(m, 1); /* handed over all the same: ours to release */
+    return fall_back_or_fail(x, exc, tp, NULL);
+  }
+  if (m != NULL) {
     /* Checked as a capsule's tensor is, before anything reads it (every
      * caller, bridge.convert's fast path too, gets only a valid one); then
      * the producer's rules, with the dtype known; then, for CUDA, the
@@ -299,7 +322,8 @@ static int import_borrowed(const type_record *r, PyObject *x, PyObject **out) {
   }
   DLManagedTensorVersioned m = {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL, NULL, 0, {0}};
   parsed_t p;
-  if (api->dltensor_from_py_object_no_sync((void *)x, &m.dl_tensor) != 0 || bridge_dlpack_parse(&m, 1, 0, &p) < 0) {
+  if (api->dltensor_from_py_object_no_sync((void *)x, &m.dl_tensor) != 0 || PyErr_Occurred() ||
+      bridge_dlpack_parse(&m, 1, 0, &p) < 0) {
     PyErr_Clear();
     return 0;
   }

@@ -119,6 +119,12 @@ PyObject *bridge_exchange_import(PyObject *x);
 /* bridge_dlpack_take of a tensor from bridge_exchange_managed (its CUDA
  * memory then ordered on the consumer's stream). */
 PyObject *bridge_dlpack_take_exchanged(DLManagedTensorVersioned *m);
+/* What a call into a foreign exchange API returned, checked as the C API's
+ * contract has it: 0 for success with no Python exception set; else -1 with
+ * an exception: the API's own, or a BufferError naming `side` ("producer",
+ * "destination") and the function `fn` when it failed without one or
+ * returned success with one set (that exception chained as the cause). */
+int bridge_exchange_status(int rc, const char *side, const char *fn);
 /* A versioned managed tensor over `data` (shape and strides copied into its
  * block) holding a strong reference to `owner` until its deleter runs (with
  * the GIL, exactly once, leaked at shutdown): what bridge hands out for
