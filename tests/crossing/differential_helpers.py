@@ -128,7 +128,18 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
 STATS: dict[str, Any] = {}
 
 
+def _args(case: dict[str, Any]) -> dict[str, Any]:
+    """``copy=`` and ``readonly=`` as the case passes them: Python's values, or
+    NumPy's ``bool_`` and ``str_`` of them (which convert reads alike)."""
+    copy, policy = case["copy"], case["readonly_policy"]
+    if case.get("numpy_args"):
+        copy, policy = (None if copy is None else np.bool_(copy)), np.str_(policy)
+    return {"copy": copy, "readonly": policy}
+
+
 def _table(kind: str) -> Any:
+    if kind == "pandas-int-labels":  # labels that are not str: the dict's keys are the labels
+        return _lib("pandas").DataFrame({0: [1.0, 2.0], 1: [3, 4]})
     if kind == "polars":
         return _lib("polars").DataFrame({"a": [1.0, 2.0], "b": [1, 2]})
     pa = _lib("pyarrow")
@@ -147,8 +158,7 @@ def _table_case(case: dict[str, Any], table: Any) -> dict[str, Any]:
     try:
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
-            out = bridge.convert(table, destination(case["dest"], case["to"]), copy=case["copy"],
-                                 readonly=case["readonly_policy"])  # fmt: skip
+            out = bridge.convert(table, destination(case["dest"], case["to"]), **_args(case))
     except Exception as err:  # (a column it cannot hold, copy=False where one must be copied)
         err.__traceback__ = None
         named = isinstance(err, (TypeError, ValueError, BufferError)) and str(err).strip()
@@ -170,8 +180,7 @@ def _refusal(case: dict[str, Any], obj: Any, kind: type[BaseException], words: t
     try:
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
-            out = bridge.convert(obj, destination(case["dest"], case["to"]), copy=case["copy"],
-                                 readonly=case["readonly_policy"])  # fmt: skip
+            out = bridge.convert(obj, destination(case["dest"], case["to"]), **_args(case))
     except Exception as err:
         err.__traceback__ = None
         problems += _judge_error(err, kind, words)
@@ -210,7 +219,7 @@ def _check(case: dict[str, Any], obj: Any, src: Source, ref: np.ndarray[Any, Any
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = bridge.convert(obj, to, copy=copy, readonly=policy)
+            r = bridge.convert(obj, to, **_args(case))
         except Exception as e:
             err = e
             err.__traceback__ = None  # (it would hold this frame, and the source, in a cycle)

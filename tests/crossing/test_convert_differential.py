@@ -49,6 +49,13 @@ from hypothesis import strategies as st
 
 from bridge.crossing.capabilities import DESTINATIONS
 
+# One worker process (the module's fixture) answers the cases, one line each way:
+# several test threads at once would read each other's answers (and hang waiting for
+# theirs). Nothing runs in this process to share between threads: convert runs there.
+pytestmark = pytest.mark.thread_unsafe(
+    reason="its cases go to one worker process shared by the module, over one pipe, a line each way"
+)
+
 
 def _installed(module: str) -> bool:
     try:
@@ -163,7 +170,9 @@ def cases(draw: st.DrawFn, src: str, dest: str) -> dict[str, Any]:
                             "readonly_policy": draw(st.sampled_from(["copy", "error", "share"])),
                             "to": draw(st.sampled_from(["name", "module", "type"])),
                             "path": draw(st.sampled_from(["fast", "fast", "general"])),
-                            "shift": 0, "readonly": False, "byteorder": "="}  # fmt: skip
+                            "shift": 0, "readonly": False, "byteorder": "=",
+                            # copy= and readonly= as NumPy's bool_ and str_: read as the Python values
+                            "numpy_args": draw(st.booleans())}  # fmt: skip
     if "jax" in (src, dest):
         case["x64"] = draw(st.booleans()) or (src == "jax" and dtype in WIDE)
     if cls == "value":
@@ -172,7 +181,8 @@ def cases(draw: st.DrawFn, src: str, dest: str) -> dict[str, Any]:
             case.update(value_kind=kind, value={"list": [1.0, 2.0], "tuple": [1, 2], "int": 3, "float": 2.5,
                                                 "bool": True}[kind])  # fmt: skip
         else:
-            tables = ["pyarrow", "record-batch"] + (["polars"] if _installed("polars") else [])
+            tables = (["pyarrow", "record-batch"] + (["polars"] if _installed("polars") else []) +
+                      (["pandas-int-labels"] if _installed("pandas") else []))  # fmt: skip
             case["table"] = draw(st.sampled_from(tables))
         return case
     if cls == "scalar":
