@@ -157,7 +157,15 @@ static int cache_evict(size_t room, cached_block *out) {
 
 /* Keep a freed raw block; 0 when it is not kept (the caller frees it). */
 static int cache_put(void *raw, size_t size) {
-  if (size < CACHE_MIN_BYTES || !cache_try_lock()) return 0;
+  if (size < CACHE_MIN_BYTES) return 0;
+  /* Poisoned before another thread can see it: poisoned after the unlock, a
+   * block another thread had taken (and unpoisoned) meanwhile was poisoned
+   * under it, and ASan reported its use. */
+  CACHE_POISON(raw, size);
+  if (!cache_try_lock()) {
+    CACHE_UNPOISON(raw, size);
+    return 0;
+  }
   cached_block evicted[CACHE_SLOTS];
   int k = 0, kept = 0;
   if (size <= cache_limit_now()) {
@@ -167,7 +175,7 @@ static int cache_put(void *raw, size_t size) {
     kept = 1;
   }
   cache_unlock();
-  if (kept) CACHE_POISON(raw, size);
+  if (!kept) CACHE_UNPOISON(raw, size);
   free_blocks(evicted, k);
   return kept;
 }
