@@ -31,7 +31,7 @@ from bridge.core.tensor import Tensor, contiguous_format
 from bridge.crossing import units
 from bridge.crossing.arguments import read_columns, read_flag, read_policy
 from bridge.crossing.capabilities import DESTINATIONS, Holds
-from bridge.crossing.destinations import narrowed, own_types, resolve, resolve_type, take, taker
+from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
 from bridge.crossing.signature import Convert, ReadOnlyPolicy
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
@@ -487,8 +487,6 @@ def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnl
     w = wants(h, dtype, device, contiguous, writable)
     if not units.is_table(obj) and units.is_unit(obj):  # (a table's refusal names its columns)
         raise TypeError(f"plan() takes one array, not a {type(obj).__name__}: plan each array of it")
-    if w is NO_WANTS and copy is not True and type(obj) in own_types(h):
-        return _as_is(h.name)  # its own object, returned as it is
     t, made = _import_fixed(obj)
     asked = _wanted(t, w)
     if asked:  # planned as if made: a fresh row-major copy of the dtype, on the device, asked for
@@ -578,8 +576,6 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     if not _C.convert_registered(to):
         _register(to, h)
     w = wants(h, dtype, device, contiguous, writable)
-    if w is NO_WANTS and copy is not True and type(obj) in own_types(h) and chosen is None and not stacked:
-        return obj  # its own object: held as it is (the fast path's rule, for the calls it leaves here)
     if units.is_unit(obj) or chosen is not None or stacked:
         return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=chosen, stack=stacked)
     t, made = _import_fixed(obj)
@@ -729,19 +725,18 @@ def _register(to: object, h: Holds) -> None:
     spec = _SPECS.get(h.name)
     if spec is None or spec["holds"] is not h:
         spec = _SPECS[h.name] = _spec(h)
-    own = own_types(h)  # (its own objects: returned as they are)
     if h.route == "self":
-        _C.convert_register(to, None, spec, own)
+        _C.convert_register(to, None, spec)
         return
     api = getattr(resolve_type(h), "__dlpack_c_exchange_api__", None) if h.capsule == "versioned" else None
     if api is not None:
         try:
-            _C.convert_register(to, api, spec, own)  # the destination's C exchange API: no capsule, no Python
+            _C.convert_register(to, api, spec)  # the destination's C exchange API: no capsule, no Python
             return
         except ValueError:  # an API without managed_tensor_to_py_object_no_sync
             pass
     result = resolve_type(h)
-    _C.convert_register(to, np.ndarray if result is np.ndarray else taker(h), spec, own)
+    _C.convert_register(to, np.ndarray if result is np.ndarray else taker(h), spec)
 
 
 def _spec(h: Holds) -> dict[str, object]:

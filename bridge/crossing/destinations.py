@@ -84,7 +84,14 @@ def _by_type(to: type) -> Holds:
     root = to.__module__.split(".")[0]
     h = DESTINATIONS.get(_ROOTS.get(root, root))
     if h is not None and _importable(h.module):
-        known = _types_of(h)
+        known: list[tuple[str, type]] = []
+        for path in h.types:
+            try:
+                k = _dotted(path)
+            except (ImportError, AttributeError):
+                continue
+            if isinstance(k, type):
+                known.append((path, k))
         if any(issubclass(k, to) for _, k in known):  # one of its types, or a base of one (jax.Array)
             return h
         for path, k in known:
@@ -153,33 +160,6 @@ def taker(h: Holds) -> Callable[[Tensor], object]:
     if found is None:
         found = _TAKERS[h.name] = _taker(h)
     return found
-
-
-def _types_of(h: Holds) -> list[tuple[str, type]]:
-    """``(path, type)`` of each of ``h.types`` this version of the library has."""
-    known: list[tuple[str, type]] = []
-    for path in h.types:
-        try:
-            k = _dotted(path)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(k, type):
-            known.append((path, k))
-    return known
-
-
-_OWN: dict[str, tuple[type, ...]] = {}
-
-
-def own_types(h: Holds) -> tuple[type, ...]:
-    """The destination's own array types (those of ``h.types`` this version
-    of the library has, found once): an object of exactly one of them
-    ``convert`` returns as it is (as ``np.asarray(a)`` and
-    ``torch.as_tensor(t)`` do)."""
-    own = _OWN.get(h.name)
-    if own is None:
-        own = _OWN[h.name] = tuple(k for _, k in _types_of(h))
-    return own
 
 
 def resolve_type(h: Holds) -> object:

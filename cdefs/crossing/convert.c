@@ -366,13 +366,8 @@ static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssiz
 
 static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *obj = args[0];
-  PyTypeObject *tp = Py_TYPE(obj);
-  /* The destination's own object: it holds it as it is, and returns it
-   * itself, as np.asarray(a) and torch.as_tensor(t) do (an object of a
-   * subclass is imported: np.asarray drops a masked array's mask) */
-  for (Py_ssize_t i = 0; d->own != NULL && i < PyTuple_GET_SIZE(d->own); i++)
-    if ((PyObject *)tp == PyTuple_GET_ITEM(d->own, i)) return Py_NewRef(obj);
   if (Tensor_Check(obj)) return tensor_to(d, (TensorObject *)obj, obj, args, nargsf, kwnames);
+  PyTypeObject *tp = Py_TYPE(obj);
   DLManagedTensorVersioned *m = NULL;
   int got = 0;
   view v;

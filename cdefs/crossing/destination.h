@@ -46,7 +46,6 @@ typedef struct {
   int take;                 /* TAKE_*: bridge itself, an exchange API, a Python import, NumPy's C API */
   DLPackExchangeAPI *api;   /* TAKE_API: the destination's table (kept by `keep`) */
   PyObject *keep;           /* TAKE_API: the API capsule; TAKE_CALL: the import, called with a bridge tensor */
-  PyObject *own;            /* a tuple of the destination's own array types (NULL: none): an object of one is returned as it is */
   int strides;              /* STRIDES_* */
   int negative, zero;       /* it holds negative / zero strides */
   int byte_offset;          /* it honours DLPack's byte_offset */

@@ -19,7 +19,6 @@ static void destination_free(PyObject *capsule) {
     return;
   }
   Py_XDECREF(d->keep);
-  Py_XDECREF(d->own);
   free(d);
 }
 
@@ -143,17 +142,12 @@ fail:
 
 static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
   (void)mod;
-  if (nargs < 3 || nargs > 4 || !(PyDict_Check(args[2]) || args[2] == Py_None) ||
-      (nargs == 4 && !PyTuple_Check(args[3])))
-    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None, own: tuple[type, ...] = ())");
-  for (Py_ssize_t i = 0; nargs == 4 && i < PyTuple_GET_SIZE(args[3]); i++)
-    if (!PyType_Check(PyTuple_GET_ITEM(args[3], i)))
-      return PyErr_Format(PyExc_TypeError, "convert_register(): own is a tuple of types");
+  if (nargs != 3 || !(PyDict_Check(args[2]) || args[2] == Py_None))
+    return PyErr_Format(PyExc_TypeError, "convert_register(to, take, spec: dict | None)");
   PyObject *to = args[0], *take = args[1], *spec = args[2];
   if (spec == Py_None) return remember(to, Py_None); /* always the general path: asked once */
   destination *d = parse_spec(spec);
   if (d == NULL) return NULL;
-  if (nargs == 4 && PyTuple_GET_SIZE(args[3]) > 0) d->own = Py_NewRef(args[3]);
   if (take == Py_None) {
     d->take = TAKE_BRIDGE;
   } else if (take == bridge_upcall_peek(UP_NDARRAY)) {
@@ -181,7 +175,6 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   return done;
 fail:
   Py_XDECREF(d->keep);
-  Py_XDECREF(d->own);
   free(d);
   return NULL;
 }
@@ -230,7 +223,7 @@ static PyObject *py_convert_registered(PyObject *mod, PyObject *to) {
 
 static PyMethodDef destination_functions[] = {
     {"convert_register", (PyCFunction)(void (*)(void))py_convert_register, METH_FASTCALL,
-     "convert_register(to, take, spec, own=(), /)\n--\n\n"
+     "convert_register(to, take, spec, /)\n--\n\n"
      "Register destination `to` (a module, name or type, as convert() takes it) for the fast path\n"
      "(private: bridge.crossing.convert does it from the capability table). take: None (bridge\n"
      "itself), numpy.ndarray (arrays made through NumPy's C API), the destination's\n"
@@ -238,9 +231,8 @@ static PyMethodDef destination_functions[] = {
      "of what it holds as it is: strides (0 any, 1 compact, 2 contiguous), negative, zero,\n"
      "byte_offset, zero_d, max_ndim (-1: any), nd_bool, consumer (a CONSUMER_* kind), alignment, dtypes (a tuple of (code,\n"
      "bits, lanes)), element_aligned (those of dtypes whose first element must be aligned to its\n"
-     "size); spec None: `to` always takes the general path (take is ignored). own: the\n"
-     "destination's own array types: an object of exactly one of them is returned as it is.\n"
-     "ValueError/TypeError for a malformed spec."},
+     "size); spec None: `to` always takes the general path (take is ignored). ValueError/TypeError\n"
+     "for a malformed spec."},
     {"convert_record", (PyCFunction)py_convert_record, METH_O,
      "convert_record(spec, /)\n--\n\nA destination's record from its spec (as convert_register takes it), "
      "for convert_judge (private)."},

@@ -237,7 +237,7 @@ def test_bad_arguments_raise_as_the_general_path_says() -> None:
     with pytest.raises(TypeError, match="cannot import"):
         bridge.convert(object(), torch)
     with pytest.raises(BufferError, match="require gradient"):
-        bridge.convert(torch.ones(3, requires_grad=True), bridge)
+        bridge.convert(torch.ones(3, requires_grad=True), torch)
     with pytest.raises(BufferError, match="negative bit"):
         bridge.convert(torch.ones(3, dtype=torch.complex64).conj().imag, bridge)
 
