@@ -33,6 +33,17 @@ def _hits() -> int:
     return _C.stats()["host_cache_hits"]
 
 
+# The cache is the process's: its bound, the bytes it holds and its hit
+# counter move with every thread's blocks. Under pytest-run-parallel (make
+# test-parallel) the tests that assert on them run on one thread; the others
+# run on several at once (the cache shared between threads is what they test).
+SHARED_CACHE = pytest.mark.thread_unsafe(
+    reason="asserts on the process-wide host cache (which block comes back, the bytes held, "
+    "its bound, its hit counter), which the other test threads' blocks move too"
+)
+
+
+@SHARED_CACHE
 def test_a_freed_block_is_the_next_allocation_of_its_size() -> None:
     t = bridge.empty(N, dtype=bridge.float64)
     addr = t.data_ptr()
@@ -45,6 +56,7 @@ def test_a_freed_block_is_the_next_allocation_of_its_size() -> None:
     assert _C.host_cache()[1] == 0
 
 
+@SHARED_CACHE
 def test_a_block_is_reused_only_for_about_its_size() -> None:
     """At most a quarter wasted: a 800 KB block is not handed to a 400 KB
     request, nor to a larger one."""
@@ -57,6 +69,7 @@ def test_a_block_is_reused_only_for_about_its_size() -> None:
     del small, large
 
 
+@SHARED_CACHE
 def test_small_blocks_are_mallocs_own() -> None:
     t = bridge.empty(1000, dtype=bridge.float64)
     del t
@@ -74,6 +87,7 @@ def test_zeros_are_zero_after_a_dirty_block_was_cached() -> None:
     del e
 
 
+@SHARED_CACHE
 def test_empty_cache_gives_everything_back() -> None:
     blocks = [bridge.empty(N, dtype=bridge.float64) for _ in range(3)]
     del blocks
@@ -84,6 +98,7 @@ def test_empty_cache_gives_everything_back() -> None:
     assert bridge.empty_cache() == 0
 
 
+@SHARED_CACHE
 def test_the_bound_is_kept() -> None:
     """Blocks past the bound are freed, the oldest first; a limit of 0 turns
     the cache off and frees what it held."""
@@ -99,6 +114,7 @@ def test_the_bound_is_kept() -> None:
     assert _C.host_cache()[1] == 0
 
 
+@SHARED_CACHE
 def test_a_block_larger_than_the_bound_is_not_kept() -> None:
     _C.host_cache(N * 8 // 2)
     t = bridge.empty(N, dtype=bridge.float64)
@@ -107,7 +123,13 @@ def test_a_block_larger_than_the_bound_is_not_kept() -> None:
 
 
 @pytest.mark.parametrize(("env", "limit"), [("64m", 64 << 20), ("1G", 1 << 30), ("300000", 300000), ("0", 0),
-                                            ("lots", 256 << 20), ("", 256 << 20), ("5x", 256 << 20)])  # fmt: skip
+                                            ("lots", 256 << 20), ("", 256 << 20), ("5x", 256 << 20),
+                                            # a sign, a space, a bare suffix, past SIZE_MAX: the default, never
+                                            # "no bound" (strtoull read -1 as 2**64 - 1)
+                                            ("-1", 256 << 20), ("-5", 256 << 20), ("+5", 256 << 20),
+                                            (" 5", 256 << 20), ("5 ", 256 << 20), ("k", 256 << 20),
+                                            ("18446744073709551616", 256 << 20), ("99999999999999999999", 256 << 20),
+                                            ("17179869184g", 256 << 20), ("0x10", 256 << 20)])  # fmt: skip
 def test_the_bound_is_read_from_BRIDGE_HOST_CACHE(env: str, limit: int) -> None:
     code = "from bridge.core.native import _C; print(_C.host_cache()[0])"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRIDGE_HOST_CACHE": env},
@@ -157,3 +179,19 @@ print(os.waitstatus_to_exitcode(status))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+def test_the_bound_is_read_once_per_process() -> None:
+    """A change of os.environ after the first allocation changes nothing:
+    the variable was read once (it was read again on every put while its
+    value read as "no bound")."""
+    code = ("import os, bridge\nfrom bridge.core.native import _C\n"
+            "bridge.empty(1 << 20, dtype=bridge.uint8)\n"
+            "os.environ['BRIDGE_HOST_CACHE'] = '1k'\n"
+            "del_ = bridge.empty(1 << 20, dtype=bridge.uint8); del del_\n"
+            "print(_C.host_cache()[0], _C.host_cache()[1] > 0)")  # fmt: skip
+    for env in ("-1", "64m"):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "BRIDGE_HOST_CACHE": env},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        limit = 64 << 20 if env == "64m" else 256 << 20
+        assert out.stdout.split() == [str(limit), "True"], (env, out.stdout)
