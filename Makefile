@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools \
+.PHONY: run test test-parallel test-sanitize test-gpu bench bench-ir lint gen gen-check install clean docs docs-tools browser-tools \
   wheels test-wheels test-pythons
 
 $(BIN)/python:
@@ -32,6 +32,18 @@ run: $(STAMP)
 # headless Chromium, so the tests need the docs tools and the browser.
 test: $(STAMP) browser-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The core, interop and crossing tests again, each run by 4 threads at once
+# (pytest-run-parallel; the fixtures are shared between them). The tests that
+# cannot run so run on one thread: those marked thread_unsafe, with the reason,
+# and those the plugin finds itself (gc.collect, warnings.catch_warnings,
+# pytest.warns, monkeypatch, convert_helpers.spy: thread_unsafe_functions in
+# pyproject.toml); PYTEST_RUN_PARALLEL_VERBOSE=1 lists them. A test hanging
+# past 10 minutes has every thread's stack printed (faulthandler). About 15
+# minutes on 2 cores.
+test-parallel: $(STAMP)
+	$(BIN)/python -m pytest tests/core tests/interop tests/crossing --parallel-threads=4 \
+	  -p no:cacheprovider -o faulthandler_timeout=600 $(PYTEST_ARGS)
 
 # The documentation site (docs/conf.py; docs/docs-site.md says how it is
 # built): Sphinx, warnings are errors, into build/docs/html. -E reads every
@@ -90,6 +102,8 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_host_cache.py tests/core/test_
   tests/interop/cuda/test_cuda_stream_protocol.py tests/crossing/test_convert_fast.py \
   tests/crossing/test_convert_hostile.py tests/crossing/test_convert_inputs.py \
   tests/crossing/test_convert_alignment.py tests/crossing/test_convert_sources.py \
+  tests/core/test_fork.py tests/interop/cuda/test_cuda_fork.py tests/crossing/test_convert_mutation.py \
+  tests/crossing/test_convert_arguments.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses and not jax"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)

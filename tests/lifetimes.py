@@ -8,6 +8,7 @@ import importlib
 import os
 import resource
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -28,6 +29,15 @@ def delta(before: dict[str, int], keys: tuple[str, ...] = DLPACK_KEYS + ARROW_KE
     """How far each counter in ``keys`` moved since ``before``."""
     now = _C.stats()
     return {k: now[k] - before[k] for k in keys}
+
+
+def counting_alone() -> bool:
+    """Whether the C counters move for this test's own work only. They are the
+    process's: while pytest-run-parallel runs a test on several threads at once
+    (make test-parallel), the other threads' work moves them too. A test that
+    checks its values on every thread checks its counts where this is true
+    (the plain run); a test that is all counts is marked thread_unsafe."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def balanced(before: dict[str, int]) -> dict[str, int]:

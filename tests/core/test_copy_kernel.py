@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
+from lifetimes import counting_alone
 from numpy.lib.stride_tricks import as_strided as np_as_strided
 
 import bridge
@@ -283,7 +284,7 @@ def test_overlapping_copies(make: Any, want_temp: bool) -> None:
     dst.copy_(src)
     after = _stats()
     assert np.array_equal(a, want)
-    assert after["copy_temporaries"] - before["copy_temporaries"] == want_temp
+    assert not counting_alone() or after["copy_temporaries"] - before["copy_temporaries"] == want_temp
 
 
 def test_overlapping_cast_between_equal_sizes() -> None:
@@ -346,9 +347,11 @@ def test_in_place_permutations_match_numpy(side: int, ndim: int, perm_seed: list
     t.copy_(src)
     after = _stats()
     np.testing.assert_array_equal(t.numpy(), want)
-    assert after["copy_temporaries"] - before["copy_temporaries"] <= 1
+    assert not counting_alone() or after["copy_temporaries"] - before["copy_temporaries"] <= 1
 
 
+@pytest.mark.thread_unsafe(reason="sets the process-wide copy thread count and counts the pool's jobs "
+                                  "in _C.stats(), which the other test threads' copies move too")
 def test_large_copies_split_between_threads_and_small_ones_never() -> None:
     old = _C.copy_threads(2)
     try:
@@ -371,6 +374,9 @@ def test_large_copies_split_between_threads_and_small_ones_never() -> None:
         _C.copy_threads(old)
 
 
+@pytest.mark.thread_unsafe(reason="sets the process-wide copy thread count and restores it after: "
+                                  "from several test threads at once, the restores interleave and "
+                                  "can leave another thread's value behind (it runs 4 threads of its own)")
 def test_copies_running_at_once_from_several_threads_each_finish_whole() -> None:
     """The pool runs one job at a time: a copy that finds it busy does its
     parts itself. Four threads copying 8 MiB at once (GIL released) each get
@@ -587,7 +593,7 @@ def test_any_overlap_matches_numpy(shape: list[int], data: st.DataObject, dtype:
     before = _stats()
     dst.copy_(src)
     np.testing.assert_array_equal(a, want)
-    assert _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
+    assert not counting_alone() or _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
 
 
 _GRID_PAIRS = [("int16", "int16"), ("float32", "float32"), ("complex128", "complex128"), ("int32", "float32"),
@@ -640,7 +646,7 @@ def test_overlaps_across_grids_and_casts_match_numpy(data: st.DataObject, pair: 
         dst.copy_(src)
     assert raw.tobytes() == bytes(want)
     temporaries = _stats()["copy_temporaries"] - before["copy_temporaries"]
-    assert temporaries <= 1
+    assert not counting_alone() or temporaries <= 1
     event(f"temporary: {temporaries}")
 
 
@@ -667,7 +673,7 @@ def test_destination_whose_elements_share_memory(shape: list[int], data: st.Data
         wanted.setdefault(int(cells[idx]), set()).add(float(values[idx]))
     before = _stats()
     dst.copy_(src)
-    assert _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
+    assert not counting_alone() or _stats()["copy_temporaries"] - before["copy_temporaries"] <= 1
     for i in range(n):
         assert a[i] in wanted[i] if i in wanted else a[i] == old[i], (i, a[i], wanted.get(i))
 

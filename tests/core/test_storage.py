@@ -287,6 +287,8 @@ class TestSharedMemory:
         assert big.owner.nbytes == ARENA_SLICE_MAX + 1 and big.data_ptr() == big.owner.address
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+    @pytest.mark.thread_unsafe(reason="forks the test process: a fork from one of several test threads "
+                               "copies the others mid-test, with any lock they hold (malloc's, the arena's)")
     def test_a_forked_child_carves_from_an_arena_of_its_own(self):
         parent = UntypedStorage(16).share_memory_()
         r, w = os.pipe()

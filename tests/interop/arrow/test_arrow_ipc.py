@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lifetimes import counting_alone
 
 import bridge
 from bridge.arrow import read_ipc, to_fixed_shape_tensor, write_ipc
@@ -215,9 +216,11 @@ def test_memory_mapped_reads_are_views_of_the_mapping(tmp_path: Path, fmt: str) 
         # at the file offset pyarrow gives the buffer: the bytes of the file, not a copy
         assert any(t.data_ptr() - lo == offsets[name] for lo, _, _ in maps), name
     # one Arrow import guard a column (the fixed_shape_tensor, and the primitive
-    # column read in C) and no DLPack import: no bridge copy
-    assert after["arrow_imports"] - before["arrow_imports"] == 2
-    assert after["imports"] - before["imports"] == 0
+    # column read in C) and no DLPack import: no bridge copy (counted where no
+    # other test thread imports meanwhile: lifetimes.counting_alone)
+    if counting_alone():
+        assert after["arrow_imports"] - before["arrow_imports"] == 2
+        assert after["imports"] - before["imports"] == 0
 
 
 @linux

@@ -184,7 +184,8 @@ def test_from_nanoarrow_arrays(na):
 
 
 def _duck_rows(duckdb, sql: str, t: bridge.Tensor) -> list:
-    """Run ``sql`` over the local ``t``. DuckDB's replacement scan reads the calling
+    """Run ``sql`` over the local ``t`` (``duckdb``: the module, its default
+    connection, or a connection). DuckDB's replacement scan reads the calling
     frame's f_locals, which materialises a dict holding every local (the test's
     ``keep`` included) for the frame's lifetime: query from a short-lived frame."""
     return duckdb.sql(sql).fetchall()
@@ -212,19 +213,22 @@ def test_duckdb_reads_tensor_variable(duckdb, name):
 
 
 def test_duckdb_reads_slices_and_batches(duckdb):
+    # a connection of its own: duckdb.sql's default connection refuses a second
+    # caller while busy (ResourceInUseException), as under make test-parallel
+    con = duckdb.connect()
     x = bridge.arange(10, dtype=bridge.int64)[3:7]
-    assert _duck_rows(duckdb, "select tensor from t", x) == [(3,), (4,), (5,), (6,)]
-    assert _duck_rows(duckdb, "select sum(tensor) from t", x) == [(18,)]
+    assert _duck_rows(con, "select tensor from t", x) == [(3,), (4,), (5,), (6,)]
+    assert _duck_rows(con, "select sum(tensor) from t", x) == [(18,)]
     ms = bridge.arange(24, dtype=bridge.int32).reshape(4, 2, 3)[1:3]
-    assert duckdb.sql("select * from ms").fetchall() == [
+    assert con.sql("select * from ms").fetchall() == [
         ((6, 7, 8, 9, 10, 11),),
         ((12, 13, 14, 15, 16, 17),),
     ]
     # DuckDB drops arrow.fixed_shape_tensor: a plain fixed-size list, in physical order
     mp = bridge.arange(24, dtype=bridge.int32).reshape(4, 3, 2).transpose(1, 2)
-    assert duckdb.sql("select * from mp limit 1").fetchall() == [((0, 1, 2, 3, 4, 5),)]
+    assert con.sql("select * from mp limit 1").fetchall() == [((0, 1, 2, 3, 4, 5),)]
     assert mp[0].tolist() == [[0, 2, 4], [1, 3, 5]]
-    out = bridge.from_arrow(duckdb.sql("select * from ms"))
+    out = bridge.from_arrow(con.sql("select * from ms"))
     assert out.shape == (2, 6) and out.tolist() == ms.reshape(2, 6).tolist()
 
 

@@ -269,6 +269,14 @@ def _chained_type(majors: tuple[int, ...], loop: bool = False, protocol: bool = 
     return type(f"Chained{'_'.join(map(str, majors))}", (_Chained,), ns)
 
 
+# The chain's walks and api_imports are counted for the whole process.
+CHAIN_COUNTS = pytest.mark.thread_unsafe(
+    reason="counts the drivers' exchange-chain walks and _C.stats()'s api_imports, "
+    "process-wide counters that the other test threads' imports move too"
+)
+
+
+@CHAIN_COUNTS
 @pytest.mark.parametrize("majors", [(2, 1), (3, 2, 1), (1,)])
 def test_consumer_walks_the_chain_to_major_one(majors):
     t = bridge.arange(6.0).reshape(2, 3)
@@ -281,6 +289,7 @@ def test_consumer_walks_the_chain_to_major_one(majors):
     assert _C.stats()["api_imports"] == before + 1
 
 
+@CHAIN_COUNTS
 @pytest.mark.parametrize("majors, loop", [((2,), False), ((3, 2), False), ((2, 3), True)])
 def test_a_chain_without_major_one_falls_back_to_dlpack(majors, loop):
     t = bridge.arange(3.0)

@@ -94,7 +94,14 @@ def test_collate_refuses_device_tensors(torch):
         default_collate([t, t])
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+# Under make test-parallel the fork case runs on one thread.
+FORKS = pytest.mark.thread_unsafe(
+    reason="forks this process: a fork from one of several test threads copies the others mid-test, "
+    "with any lock they hold"
+)
+
+
+@pytest.mark.parametrize("method", [pytest.param("fork", marks=FORKS), "spawn"])
 def test_dataloader_with_two_workers_batches_bridge_tensors_in_shared_memory(torch, method):
     from torch.utils.data import DataLoader
 
