@@ -59,6 +59,35 @@ def child_work(rounds=3):
             warnings.simplefilter("ignore")
             out = bridge.convert({"x": ro, "y": [ro[:10]]}, "numpy", writable=True)
         assert out["x"].flags.writeable and out["y"][0][3] == 3.0
+
+
+def fork_while(loops, times, child):
+    # Fork `times` children, each running child() and exiting 0 when it
+    # passed, while a thread runs each of `loops` until the last has exited.
+    import os, threading
+    stop = threading.Event()
+    def forever(loop):
+        while not stop.is_set():
+            loop()
+    threads = [threading.Thread(target=forever, args=(loop,)) for loop in loops]
+    for th in threads:
+        th.start()
+    try:
+        for i in range(times):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    child()
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        stop.set()
+        for th in threads:
+            th.join()
 '''
 
 
@@ -105,45 +134,21 @@ def test_a_child_forked_mid_traffic_does_every_kind_of_work() -> None:
     exits. (bridge.empty_cache() spun forever in a child forked while another
     thread held the cache's lock.)"""
     out = run(r'''
-        import os, threading
         import bridge
         from bridge.core.native import _C
         _C.copy_threads(3)
-        stop = threading.Event()
+        big = bridge.empty(12 << 20, dtype=bridge.uint8)
         def copier():
-            t = bridge.empty(12 << 20, dtype=bridge.uint8)
-            while not stop.is_set():
-                t.as_strided((3072, 4096), (1, 3072)).contiguous()
+            big.as_strided((3072, 4096), (1, 3072)).contiguous()
         def allocator():
-            while not stop.is_set():
-                for n in (200_000, 300_000, 1 << 20):
-                    bridge.empty(n, dtype=bridge.uint8)
+            for n in (200_000, 300_000, 1 << 20):
+                bridge.empty(n, dtype=bridge.uint8)
         def cache_owner():
-            while not stop.is_set():
-                _C.host_cache()
-                bridge.empty_cache()
+            _C.host_cache()
+            bridge.empty_cache()
         def sharer():
-            while not stop.is_set():
-                bridge.zeros(64, dtype=bridge.uint8).share_memory_()
-        threads = [threading.Thread(target=f) for f in (copier, allocator, cache_owner, cache_owner, sharer)]
-        for th in threads:
-            th.start()
-        try:
-            for i in range(12):
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        child_work(2)
-                        code = 0
-                    finally:
-                        os._exit(code)
-                _, status = os.waitpid(pid, 0)
-                assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-        finally:
-            stop.set()
-            for th in threads:
-                th.join()
+            bridge.zeros(64, dtype=bridge.uint8).share_memory_()
+        fork_while((copier, allocator, cache_owner, cache_owner, sharer), 12, lambda: child_work(2))
         print("ok")
     ''', timeout=240)
     assert out.strip() == "ok"
@@ -184,34 +189,13 @@ def test_a_child_forked_while_another_thread_holds_the_cache_lock_empties_the_ca
     allocates. A child forked while the lock was held spun forever (GIL held)
     before fork took the lock first."""
     out = run(r'''
-        import os, threading
         import bridge
         from bridge.core.native import _C, _drivers
-        stop = threading.Event()
-        def churn():
-            while not stop.is_set():
-                _drivers.churn_host_blocks(20)
-        threads = [threading.Thread(target=churn) for _ in range(2)]
-        for th in threads:
-            th.start()
-        try:
-            for i in range(60):
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        bridge.empty_cache()
-                        _C.host_cache()
-                        bridge.empty(300_000, dtype=bridge.uint8)
-                        code = 0
-                    finally:
-                        os._exit(code)
-                _, status = os.waitpid(pid, 0)
-                assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-        finally:
-            stop.set()
-            for th in threads:
-                th.join()
+        def child():
+            bridge.empty_cache()
+            _C.host_cache()
+            bridge.empty(300_000, dtype=bridge.uint8)
+        fork_while((lambda: _drivers.churn_host_blocks(20),) * 2, 60, child)
         print("ok")
     ''', timeout=60)
     assert out.strip() == "ok"
