@@ -19,7 +19,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *unused) {
       "exports", "export_deleters", "imports", "import_releases", "test_deleters",
       "arrow_exports", "arrow_releases", "arrow_imports", "arrow_import_releases",
       "api_exports", "api_imports", "copy_threads", "copy_staged", "copy_temporaries",
-      "host_cache_hits"};
+      "host_cache_hits", "convert_reads", "convert_judgements", "convert_upcalls"};
   PyObject *d = PyDict_New();
   for (int i = 0; d && i < STAT_COUNT; i++) {
     PyObject *v = PyLong_FromUnsignedLongLong(__atomic_load_n(&bridge_stats_counters[i], __ATOMIC_RELAXED));
@@ -38,7 +38,10 @@ static PyMethodDef core_functions[] = {
      "through a tile-sized buffer, those that needed a temporary of the whole source, and those\n"
      "done in place along the cycles of a permutation (in-place transposes and reversals), and\n"
      "other overlaps done in place along chains of elements; host_cache_hits: allocations served by the\n"
-     "host block cache (bridge.empty_cache)."},
+     "host block cache (bridge.empty_cache); convert_reads: sources bridge.convert read (a foreign object's\n"
+     "memory described: a bridge tensor is read by no one), convert_judgements: judgements of a destination\n"
+     "(cdefs/crossing/destination.h judge), convert_upcalls: calls bridge.convert's C made into Python (its\n"
+     "general path, a warning's words, a registration)."},
     {NULL, NULL, 0, NULL},
 };
 

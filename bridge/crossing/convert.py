@@ -235,6 +235,7 @@ def _import(obj: object) -> Tensor:
     that requires grad, a lazy conjugate, sparse or quantized ones)."""
     if isinstance(obj, Tensor):
         return obj
+    _C.convert_read()  # (counted: a source is read once per call)
     if isinstance(obj, np.ndarray):  # from_numpy: ml_dtypes types too, which NumPy's DLPack refuses
         return asarray(obj, copy=False)
     if isinstance(obj, bytes):  # its bytes, read-only, as a bytearray's or a memoryview's are
@@ -309,6 +310,8 @@ def _reachable(t: Tensor, h: Holds) -> bool:
 
 
 def _dtype_fix(t: Tensor, h: Holds, why: int) -> Fix | None:
+    if not why & (_C.JUDGE_DTYPE_VIEW | _C.JUDGE_DTYPE):
+        return None
     name = t.dtype.name
     if why & _C.JUDGE_DTYPE_VIEW:
         return Fix("dtype-view", f"{h.name}'s DLPack import refuses {name}: the same bytes are viewed as "
@@ -326,8 +329,13 @@ def _read_only(h: Holds) -> Fix:
     return Fix("read-only", f"the memory is read-only and {h.name} cannot say so (its tensors are writable)", True)
 
 
-def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy) -> Plan:
-    why = _judged(t, h)
+def _plan(t: Tensor, h: Holds, copy: bool | None, readonly: ReadOnlyPolicy, why: int | None = None) -> Plan:
+    """The fixes ``h`` needs of ``t``, in order, from the one judgement
+    (``why``, the C engine's on this pass; judged here when None), worded;
+    BufferError for what ``h`` cannot hold at all. ``t`` is read only for
+    the words of reasons that name it (None where ``why`` has none)."""
+    if why is None:
+        why = _judged(t, h)
     _refuse_shape(t, h, why)
     fixes: list[Fix] = []
     view = _dtype_fix(t, h, why)
@@ -678,16 +686,34 @@ def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> No
                               first.kind, every, copied), stacklevel=_stacklevel())  # fmt: skip
 
 
-def _copied_columns(to: object, names: list[str], total: int) -> None:
-    """The ``convert_copied`` up-call: the warning of a table whose read-only
-    columns ``names`` (of ``total``) the C fast path copied, as the general
-    path words it (a table's columns are a dict's leaves, by name)."""
+#: The judgements whose words name nothing of the tensor (read-only memory,
+#: an alias, an offset): their CopyWarning's words made once per destination.
+_SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
+_SAID: dict[tuple[str, int], tuple[str, FixKind, tuple[Fix, ...]]] = {}
+
+
+def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None, total: int) -> None:
+    """The ``convert_copied`` up-call: the CopyWarning of what the C engine
+    copied unasked on its one pass, in the words :func:`_plan` gives its
+    judgement ``why`` (never judged again): one array ``t`` (None for Arrow
+    values, whose one reason is read-only memory), or a table's read-only
+    columns ``names`` of ``total`` (a dict's leaves, by name)."""
     h = resolve(to)
-    fix = (_read_only(h),)
-    _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
+    if names is not None:
+        fix = (_read_only(h),)
+        _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
+        return
+    said = _SAID.get((h.name, why))
+    if said is None:
+        p = _plan(cast(Tensor, t), h, None, "copy", why)
+        unasked = p.unasked
+        said = (f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind, p.fixes)
+        if not why & ~_SAID_ONCE:
+            _SAID[(h.name, why)] = said
+    warnings.warn(CopyWarning(*said), stacklevel=_stacklevel())
 
 
-_C._register("convert_copied", _copied_columns)
+_C._register("convert_copied", _copied)
 
 
 _C._register("convert_slow", _general)

@@ -262,7 +262,7 @@ enum {
   STAT_EXPORTS, STAT_EXPORT_DELETERS, STAT_IMPORTS, STAT_IMPORT_RELEASES, STAT_TEST_DELETERS,
   STAT_ARROW_EXPORTS, STAT_ARROW_RELEASES, STAT_ARROW_IMPORTS, STAT_ARROW_IMPORT_RELEASES,
   STAT_API_EXPORTS, STAT_API_IMPORTS, STAT_COPY_THREADS, STAT_COPY_STAGED, STAT_COPY_TEMPORARIES,
-  STAT_HOST_CACHE_HITS, STAT_COUNT
+  STAT_HOST_CACHE_HITS, STAT_CONVERT_READS, STAT_CONVERT_JUDGEMENTS, STAT_CONVERT_UPCALLS, STAT_COUNT
 };
 extern uint64_t bridge_stats_counters[STAT_COUNT];
 #define BUMP(c) __atomic_add_fetch(&bridge_stats_counters[c], 1, __ATOMIC_RELAXED)
@@ -283,6 +283,9 @@ PyObject *bridge_memory_new(int64_t nbytes, int zeroed, char **data);
  * broadcast to dst's shape and cast to its dtype, overlap handled. 1 done, 0
  * a cast C leaves to NumPy (dst's contents then unspecified), -1 error. */
 int bridge_copy_tensor(TensorObject *dst, TensorObject *src);
+/* A row-major copy of host tensor t in fresh (64-byte aligned, writable)
+ * memory: the one copy every fix of convert's makes. NULL with an exception. */
+PyObject *bridge_tensor_rowmajor_copy(TensorObject *t);
 /* The kernel's instruction set (0 element loops, 1 SSE2, 2 AVX2, -1 the
  * CPU's best; lowered to what the CPU has); returns the level before. For
  * tests (bridge._drivers.copy_simd). */

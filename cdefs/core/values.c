@@ -206,6 +206,25 @@ int bridge_store_scalar(TensorObject *t, char *addr, PyObject *value) {
 
 /* -------------------------------------------------------------- copies */
 
+PyObject *bridge_tensor_rowmajor_copy(TensorObject *t) {
+  if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;
+  int64_t strides[BRIDGE_MAX_NDIM], numel = bridge_numel(t), nbytes;
+  if (__builtin_mul_overflow(numel, (int64_t)t->dtype->itemsize, &nbytes))
+    return PyErr_NoMemory(); /* unreachable: the view lies in a storage */
+  StorageObject *s = bridge_storage_alloc(nbytes, 0);
+  if (s == NULL) return NULL;
+  bridge_contiguous_strides(t->ndim, t->shape, strides);
+  PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, strides, 0, GEOM_DERIVED);
+  Py_DECREF(s);
+  if (out == NULL) return NULL;
+  if (bridge_is_contiguous(t->ndim, t->shape, t->strides) && nbytes < (1 << 20)) {
+    if (nbytes) memcpy(s->data, bridge_tensor_data(t), (size_t)nbytes); /* (out holds s) */
+  } else if (bridge_copy_tensor((TensorObject *)out, t) < 0) {
+    Py_CLEAR(out);
+  }
+  return out;
+}
+
 /* clone(memory_format=None | contiguous_format) of host memory: a dense
  * tensor is one memcpy into fresh memory with the same strides; any other
  * layout asked for contiguous_format goes through the copy kernel (copy.c)
@@ -222,19 +241,7 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
   int to_contiguous = named && format != Py_None && format == contiguous && contiguous != NULL;
   int dense = bridge_is_non_overlapping_and_dense(t->ndim, t->shape, t->strides);
   int host = bridge_host_accessible(t->storage->dev_type);
-  if (host && to_contiguous && !bridge_is_contiguous(t->ndim, t->shape, t->strides)) {
-    if (bridge_tensor_check_bounds(t, PyExc_RuntimeError) < 0) return NULL;
-    int64_t strides[BRIDGE_MAX_NDIM], numel = bridge_numel(t), nbytes;
-    if (__builtin_mul_overflow(numel, (int64_t)t->dtype->itemsize, &nbytes))
-      return PyErr_NoMemory(); /* unreachable: the view lies in a storage */
-    StorageObject *s = bridge_storage_alloc(nbytes, 0);
-    if (s == NULL) return NULL;
-    bridge_contiguous_strides(t->ndim, t->shape, strides);
-    PyObject *out = bridge_tensor_new(s, t->dtype, t->ndim, t->shape, strides, 0, GEOM_DERIVED);
-    Py_DECREF(s);
-    if (out != NULL && bridge_copy_tensor((TensorObject *)out, t) < 0) Py_CLEAR(out);
-    return out;
-  }
+  if (host && to_contiguous && !bridge_is_contiguous(t->ndim, t->shape, t->strides)) return bridge_tensor_rowmajor_copy(t);
   if (!host || !dense || !named || (format != Py_None && !to_contiguous)) {
     /* (tensor, *args, **kwargs): the tensor goes in front of the arguments */
     PyObject *fn = bridge_upcall(UP_CLONE_SLOW);

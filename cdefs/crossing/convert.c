@@ -22,16 +22,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 when `d` holds `v` as it is and the fast path takes it; 0 when the
- * general path must look: a reason (judge), or a case the fast path leaves
- * to it (device memory, where streams are ordered; empty tensors; sub-byte
- * values; strides other than row-major for a record that holds only some).
- * A bridge tensor's offset is folded into the pointer it exports (no
- * reason here). Never an error. */
-static int holds(const destination *d, const view *v) {
-  if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return 0;
-  uint32_t why = judge(d, v, 0);
-  return why == 0; /* J_STRIDED: a compact or row-major-only record's other strides are the general path's */
+/* The one judgement of `v` for `d` on this pass (J_*; 0: held as it is,
+ * and the fast path takes it), or J_NOT_JUDGED for what the fast path
+ * leaves to the general path unjudged: device memory (where streams are
+ * ordered), sub-byte and multi-lane values. A bridge tensor's offset is
+ * folded into the pointer it exports (no reason here). Never an error. */
+static uint32_t judged(const destination *d, const view *v) {
+  if (v->device.device_type != kDLCPU || v->dtype.bits < 8 || v->dtype.lanes != 1) return J_NOT_JUDGED;
+  return judge(d, v, 0);
+}
+
+/* What the fast path does with a tensor `d` does not hold as it is, from its
+ * judgement (the same rule as bridge.crossing.convert._plan, which words it):
+ * FIX_COPY, one row-major copy into fresh, aligned, writable memory, which
+ * settles every reason at once (a layout, an alignment, read-only memory
+ * under readonly="copy"); FIX_LEND, read-only memory lent through a writable
+ * alias (readonly="share", or a consumer that never writes) to a destination
+ * handed a managed tensor or an ndarray; FIX_GENERAL for the rest (a
+ * refusal, a dtype view, device memory, an offset, an empty tensor, a held
+ * layout a compact or row-major-only record leaves to the general path). */
+enum { FIX_GENERAL, FIX_COPY, FIX_LEND };
+#define J_COPIED (J_NEGATIVE | J_ZERO_STRIDE | J_NOT_CONTIGUOUS | J_NOT_COMPACT | J_ALIGNMENT)
+#define J_ELSEWHERE                                                                                              \
+  (J_NOT_JUDGED | J_ZERO_D | J_NDIM | J_ND_BOOL | J_ZERO_WIDTH | J_DEVICE | J_DTYPE | J_DTYPE_VIEW | J_OFFSET | \
+   J_EMPTY)
+
+static int fix_of(const destination *d, uint32_t why, int share) {
+  if (why & J_ELSEWHERE) return FIX_GENERAL;
+  if (why & J_COPIED || (why & J_READONLY && !share)) return FIX_COPY;
+  if (why & J_STRIDED) return FIX_GENERAL;
+  if (why & (J_READONLY | J_ALIAS) && (d->take == TAKE_API || d->take == TAKE_NUMPY)) return FIX_LEND;
+  return FIX_GENERAL;
+}
+
+/* bridge.convert's own calls into Python, counted (_C.stats()["convert_upcalls"]). */
+static PyObject *upcall(bridge_upcall_id which) {
+  BUMP(STAT_CONVERT_UPCALLS);
+  return bridge_upcall(which);
 }
 
 static void view_of_dl(const DLTensor *dl, uint64_t flags, view *v) {
@@ -70,7 +97,7 @@ static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value, *str_share_valu
 
 static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   if (kwnames == batch_marker) return Py_NewRef(needs_general);
-  PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
+  PyObject *slow = upcall(UP_CONVERT_SLOW);
   if (slow == NULL) return NULL;
   if (obj == args[0]) return PyObject_Vectorcall(slow, args, nargsf, kwnames);
   Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -115,6 +142,69 @@ static PyObject *take_managed(const destination *d, DLManagedTensorVersioned *m)
   return out;
 }
 
+/* A bridge tensor `d` holds as it is, handed to it. */
+static PyObject *take_tensor(const destination *d, TensorObject *t) {
+  if (d->take == TAKE_BRIDGE) return Py_NewRef((PyObject *)t);
+  if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, (PyObject *)t);
+  if (d->take == TAKE_NUMPY) return ndarray_of(t);
+  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, BRIDGE_BUILD_UNIT_STRIDES, 1);
+  return m ? take_managed(d, m) : NULL;
+}
+
+/* Whether the call says readonly="share" (defined below). */
+static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
+
+/* The CopyWarning of what the fast path copied unasked, in the general
+ * path's words (the convert_copied up-call): one array (`t`, judged `why`),
+ * or a table's columns `names` of `total` (t NULL). 0, or -1 with an
+ * exception (a warning made an error). */
+static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *names, Py_ssize_t total) {
+  PyObject *fn = upcall(UP_CONVERT_COPIED);
+  PyObject *bits = fn ? PyLong_FromUnsignedLong(why) : NULL;
+  PyObject *count = bits ? PyLong_FromSsize_t(total) : NULL;
+  PyObject *r = NULL;
+  if (count != NULL) {
+    PyObject *call[5] = {to, bits, t ? (PyObject *)t : Py_None, names ? names : Py_None, count};
+    r = PyObject_Vectorcall(fn, call, 5, NULL);
+  }
+  Py_XDECREF(bits);
+  Py_XDECREF(count);
+  Py_XDECREF(r);
+  return r == NULL ? -1 : 0;
+}
+
+/* Read-only host tensor `t` lent to `d` through a writable alias (FIX_LEND):
+ * an ndarray over its memory, or a managed tensor without the READ_ONLY
+ * flag, either keeping `t` (and so its memory) alive. */
+static PyObject *lend_tensor(const destination *d, TensorObject *t) {
+  DLDataType dt = {t->dtype->code, t->dtype->bits, t->dtype->lanes};
+  if (d->take == TAKE_NUMPY)
+    return bridge_numpy_array_over((PyObject *)t, bridge_tensor_data(t), dt, t->ndim, t->shape, t->strides, 0);
+  if (bridge_tensor_check_bounds(t, PyExc_BufferError) < 0) return NULL;
+  DLDevice dev = {(DLDeviceType)t->storage->dev_type, t->storage->dev_id};
+  DLManagedTensorVersioned *m = bridge_dlpack_build_owned((PyObject *)t, bridge_tensor_data(t), dev, dt, t->ndim,
+                                                          t->shape, t->strides, BRIDGE_BUILD_UNIT_STRIDES);
+  return m ? take_managed(d, m) : NULL;
+}
+
+/* A bridge tensor that `d` does not hold as it is (judged `why` on this
+ * pass: never judged again) given to it with its fix made here (fix_of),
+ * the CopyWarning worded by the general path; else the general path's,
+ * handed `obj`. A batch's leaf is the general path's whole batch. */
+static PyObject *tensor_fixed(const destination *d, TensorObject *t, uint32_t why, PyObject *obj,
+                              PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  if (kwnames == batch_marker) return Py_NewRef(needs_general);
+  int how = fix_of(d, why, sharing(args, nargsf, kwnames));
+  if (how == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
+  if (how == FIX_LEND) return lend_tensor(d, t);
+  PyObject *c = bridge_tensor_rowmajor_copy(t);
+  if (c == NULL) return NULL;
+  PyObject *out = take_tensor(d, (TensorObject *)c);
+  Py_DECREF(c);
+  if (out != NULL && warn_copied(args[1], why, t, NULL, 1) < 0) Py_CLEAR(out);
+  return out;
+}
+
 /* A bridge tensor (the source, or what the source was imported as) into
  * one registered destination; `obj` is what the general path is handed. */
 static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj, PyObject *const *args,
@@ -122,11 +212,8 @@ static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj,
   view v;
   if (d->take == TAKE_BRIDGE) return Py_NewRef((PyObject *)t);
   view_of_tensor(t, &v);
-  if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
-  if (d->take == TAKE_CALL) return PyObject_CallOneArg(d->keep, (PyObject *)t);
-  if (d->take == TAKE_NUMPY) return ndarray_of(t);
-  DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)bridge_dlpack_build(t, BRIDGE_BUILD_UNIT_STRIDES, 1);
-  return m ? take_managed(d, m) : NULL;
+  uint32_t why = judged(d, &v);
+  return why == 0 ? take_tensor(d, t) : tensor_fixed(d, t, why, obj, args, nargsf, kwnames);
 }
 
 static PyObject *str_dlpack_method, *str_arrow_array, *str_arrow_stream;
@@ -164,13 +251,14 @@ static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) 
  * one fix made here: its warning is the general path's words); or not here. */
 enum { VALUES_GENERAL, VALUES_AS_IS, VALUES_LENT, VALUES_COPIED };
 
-static int values_plan(const destination *d, const bridge_arrow_values *av, int share, int copy) {
+static int values_plan(const destination *d, const bridge_arrow_values *av, int share, int copy, uint32_t *why) {
   view v = {av->data, 0, {kDLCPU, 0}, av->dtype, 1, &av->length, NULL, 1};
+  *why = 0;
+  if (d->take == TAKE_BRIDGE) return VALUES_GENERAL; /* bridge holds whatever it imports: no judgement */
+  *why = judged(d, &v);
+  if (*why == 0) return d->take == TAKE_NUMPY || d->take == TAKE_API ? VALUES_AS_IS : VALUES_GENERAL;
+  if (*why != J_READONLY || (!share && !copy)) return VALUES_GENERAL; /* read-only must be the one reason */
   if (d->take != TAKE_NUMPY && d->take != TAKE_API) return VALUES_GENERAL;
-  if (holds(d, &v)) return VALUES_AS_IS;
-  if (!share && !copy) return VALUES_GENERAL;
-  v.readonly = 0; /* held then: read-only was the one reason */
-  if (!holds(d, &v)) return VALUES_GENERAL;
   return share ? VALUES_LENT : VALUES_COPIED;
 }
 
@@ -187,38 +275,52 @@ static PyObject *values_hand(const destination *d, PyObject *owner, char *data, 
   return out;
 }
 
-/* Arrow values (read-only, held by av->guard, which is not taken) as the
- * destination's object when it holds them as they are (with `share`, through
- * a writable alias where it could not say read-only); NULL with no exception
- * when it does not. */
-static PyObject *values_to(const destination *d, bridge_arrow_values *av, int share) {
-  int how = values_plan(d, av, share, 0);
-  if (how == VALUES_GENERAL) return NULL;
-  return values_hand(d, av->guard, (char *)av->data, av->dtype, av->length, how == VALUES_AS_IS);
-}
-
-static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
-                          PyObject *kwnames) {
-  bridge_arrow_values av;
-  int got = bridge_arrow_values_of(obj, &av);
-  if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
-  PyObject *out = values_to(d, &av, sharing(args, nargsf, kwnames));
-  if (out != NULL || PyErr_Occurred()) {
-    Py_DECREF(av.guard);
-    return out;
-  }
-  PyObject *t = bridge_arrow_values_tensor(&av);
-  if (t == NULL) return NULL;
-  out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
-  Py_DECREF(t);
-  return out;
-}
-
 /* The bytes of Arrow values; 0 when they do not fit an int64 (the caller
  * leaves them to the general path). */
 static int64_t values_bytes(const bridge_arrow_values *av) {
   int64_t n;
   return __builtin_mul_overflow(av->length, (int64_t)(av->dtype.bits / 8) * av->dtype.lanes, &n) ? 0 : n;
+}
+
+/* Arrow values (read-only, held by av->guard, which is not taken) as the
+ * destination's object, judged once: as they are; lent through a writable
+ * alias (readonly="share"); copied into fresh writable memory (the default
+ * policy, with its CopyWarning); else as a bridge tensor, with that
+ * judgement, for tensor_fixed (a layout or alignment copy) or the general
+ * path. */
+static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
+                          PyObject *kwnames) {
+  bridge_arrow_values av;
+  int got = bridge_arrow_values_of(obj, &av);
+  if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  BUMP(STAT_CONVERT_READS);
+  uint32_t why;
+  int how = values_plan(d, &av, sharing(args, nargsf, kwnames), kwnames != batch_marker, &why);
+  int64_t nbytes = how == VALUES_COPIED ? values_bytes(&av) : 0;
+  if (how == VALUES_COPIED && nbytes > 0) {
+    char *data;
+    PyObject *owner = bridge_memory_new(nbytes, 0, &data);
+    PyObject *out = NULL;
+    if (owner != NULL) {
+      memcpy(data, av.data, (size_t)nbytes);
+      out = values_hand(d, owner, data, av.dtype, av.length, 0);
+      Py_DECREF(owner);
+    }
+    Py_DECREF(av.guard);
+    if (out != NULL && warn_copied(args[1], why, NULL, NULL, 1) < 0) Py_CLEAR(out);
+    return out;
+  }
+  if (how == VALUES_AS_IS || how == VALUES_LENT) {
+    PyObject *out = values_hand(d, av.guard, (char *)av.data, av.dtype, av.length, how == VALUES_AS_IS);
+    Py_DECREF(av.guard);
+    return out;
+  }
+  PyObject *t = bridge_arrow_values_tensor(&av);
+  if (t == NULL) return NULL;
+  PyObject *out = why == 0 ? take_tensor(d, (TensorObject *)t)
+                           : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
+  Py_DECREF(t);
+  return out;
 }
 
 typedef struct {
@@ -283,23 +385,12 @@ static int copy_columns(const bridge_arrow_values *cols, planned *pl, Py_ssize_t
   return 0;
 }
 
-/* The general path's CopyWarning for the columns copied (`names` of those
- * planned VALUES_COPIED, out of all n): its words, one place. */
-static int warn_copied(PyObject *to, PyObject *names, const planned *pl, Py_ssize_t n) {
+/* The names of the columns planned VALUES_COPIED, out of all n (a new list). */
+static PyObject *copied_names(PyObject *names, const planned *pl, Py_ssize_t n) {
   PyObject *copied = PyList_New(0);
   for (Py_ssize_t i = 0; copied != NULL && i < n; i++)
     if (pl[i].how == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, i)) < 0) Py_CLEAR(copied);
-  PyObject *fn = copied ? bridge_upcall(UP_CONVERT_COPIED) : NULL;
-  PyObject *total = fn ? PyLong_FromSsize_t(n) : NULL;
-  PyObject *r = NULL;
-  if (total != NULL) {
-    PyObject *call[3] = {to, copied, total};
-    r = PyObject_Vectorcall(fn, call, 3, NULL);
-  }
-  Py_XDECREF(total);
-  Py_XDECREF(copied);
-  Py_XDECREF(r);
-  return r == NULL ? -1 : 0;
+  return copied;
 }
 
 /* A table (bridge_arrow_columns_of) as a dict of column name -> the
@@ -315,6 +406,7 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
   Py_ssize_t n;
   int got = bridge_arrow_columns_of(obj, &names, &cols, &n);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  for (Py_ssize_t i = 0; i < n; i++) BUMP(STAT_CONVERT_READS); /* a column each */
   int share = sharing(args, nargsf, kwnames), copy = !share && kwnames != batch_marker;
   /* the plans, then the extents of the columns to copy, in one block */
   planned *pl = PyMem_Calloc((size_t)n + 1, sizeof(planned) + sizeof(extent));
@@ -327,7 +419,8 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
     goto done;
   }
   for (Py_ssize_t i = 0; !fallback && i < n; i++) {
-    pl[i].how = values_plan(d, &cols[i], share, copy);
+    uint32_t why;
+    pl[i].how = values_plan(d, &cols[i], share, copy, &why);
     if (pl[i].how == VALUES_COPIED) {
       int64_t nbytes = values_bytes(&cols[i]);
       ext[ncopied++] = (extent){(uintptr_t)cols[i].data, (uintptr_t)cols[i].data + (uintptr_t)nbytes};
@@ -348,7 +441,11 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
   }
   if (out != NULL && PyDict_GET_SIZE(out) != n) /* a name twice: the general path says which */
     Py_CLEAR(out);
-  if (out != NULL && ncopied > 0 && warn_copied(args[1], names, pl, n) < 0) Py_CLEAR(out);
+  if (out != NULL && ncopied > 0) {
+    PyObject *copied = copied_names(names, pl, n);
+    if (copied == NULL || warn_copied(args[1], J_READONLY, NULL, copied, n) < 0) Py_CLEAR(out);
+    Py_XDECREF(copied);
+  }
 done:
   for (Py_ssize_t i = 0; i < n; i++) {
     Py_DECREF(cols[i].guard);
@@ -376,8 +473,19 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
     int readonly;
     if (!bridge_numpy_describe(obj, &dl, shape, strides, &readonly)) return general(obj, args, nargsf, kwnames);
+    BUMP(STAT_CONVERT_READS);
     view_of_dl(&dl, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, &v);
-    if (!holds(d, &v)) return general(obj, args, nargsf, kwnames);
+    uint32_t why = judged(d, &v);
+    if (why != 0) { /* a fix made here: the array as a bridge tensor, its judgement kept */
+      if (kwnames == batch_marker) return Py_NewRef(needs_general);
+      if (fix_of(d, why, sharing(args, nargsf, kwnames)) == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
+      m = bridge_dlpack_build_owned(obj, dl.data, dl.device, dl.dtype, dl.ndim, shape, strides,
+                                    readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+      PyObject *t = m ? bridge_dlpack_take(m, 1) : NULL;
+      PyObject *out = t ? tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames) : NULL;
+      Py_XDECREF(t);
+      return out;
+    }
     if (d->take == TAKE_NUMPY) return bridge_numpy_array_over(obj, dl.data, dl.dtype, dl.ndim, shape, strides, readonly);
     m = bridge_dlpack_build_owned(obj, dl.data, dl.device, dl.dtype, dl.ndim, shape, strides,
                                   readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
@@ -390,6 +498,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     if (api == NULL) return NULL;
     if (api != Py_None && d->take == TAKE_BRIDGE) { /* bridge.from_dlpack's import, torch's borrowed one too */
       PyObject *t = bridge_exchange_import(obj);
+      if (t != NULL) BUMP(STAT_CONVERT_READS);
       return t != NULL || PyErr_Occurred() ? t : general(obj, args, nargsf, kwnames);
     } else if (api != Py_None) {
       got = bridge_exchange_managed(api, obj, &m);
@@ -408,6 +517,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
       if (kwnames == batch_marker && !jax) /* asking may use a one-shot producer up: the general path asks it, once */
         return Py_NewRef(needs_general);
       PyObject *t = jax ? bridge_buffer_tensor(obj) : NULL;
+      uint32_t why = UINT32_MAX; /* not judged yet */
       if (t == NULL && kwnames == batch_marker) {
         PyErr_Clear();
         return Py_NewRef(needs_general);
@@ -428,8 +538,12 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
           const DLTensor *dl = vm ? &vm->dl_tensor : &((DLManagedTensor *)raw)->dl_tensor;
           uint64_t flags = vm ? vm->flags : DLPACK_FLAG_BITMASK_READ_ONLY;
           view_of_dl(dl, flags, &v);
-          if (holds(d, &v) && (vm != NULL || d->take == TAKE_NUMPY))
+          why = judged(d, &v);
+          if (why == 0 && (vm != NULL || d->take == TAKE_NUMPY)) {
+            BUMP(STAT_CONVERT_READS);
             return vm ? take_managed(d, vm) : ndarray_over_managed(raw, 0, dl, flags);
+          }
+          if (why & J_OFFSET) why = UINT32_MAX; /* the import folds it into the pointer: judged again */
           t = bridge_dlpack_take(raw, versioned);
         }
       } else if (t == NULL) {
@@ -441,18 +555,23 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
         PyErr_Clear();
         return general(obj, args, nargsf, kwnames);
       }
-      PyObject *out = tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames);
+      BUMP(STAT_CONVERT_READS);
+      PyObject *out = why == UINT32_MAX ? tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames)
+                      : why == 0        ? take_tensor(d, (TensorObject *)t)
+                                        : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
       Py_DECREF(t);
       return out;
     }
   }
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
+  BUMP(STAT_CONVERT_READS);
   if (d->take == TAKE_BRIDGE) return take_managed(d, m); /* bridge holds whatever it imports: no fix */
   view_of_dl(&m->dl_tensor, m->flags, &v);
-  if (holds(d, &v)) return take_managed(d, m);
-  PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: the general path fixes it */
+  uint32_t why = judged(d, &v);
+  if (why == 0) return take_managed(d, m);
+  PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: fixed here, or by the general path */
   if (t == NULL) return NULL;
-  PyObject *out = general(t, args, nargsf, kwnames);
+  PyObject *out = tensor_fixed(d, (TensorObject *)t, why & J_OFFSET ? J_OFFSET : why, t, args, nargsf, kwnames);
   Py_DECREF(t);
   return out;
 }
@@ -639,7 +758,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
                         (pos[0] == NULL) + (pos[1] == NULL), pos[0] == NULL && pos[1] == NULL ? "s" : "",
                         pos[0] == NULL && pos[1] == NULL ? "'obj' and 'to'" : pos[0] == NULL ? "'obj'" : "'to'");
   if (asks) { /* the general path reads them (and binds the call itself) */
-    PyObject *slow = bridge_upcall(UP_CONVERT_SLOW);
+    PyObject *slow = upcall(UP_CONVERT_SLOW);
     return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
   }
   PyObject *laid[4];
@@ -668,7 +787,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     /* A destination not seen before: registered (when it can be) and taken
      * on the fast path at once, so that the first call costs what a later
      * one does plus the registration, not a trip through the general path. */
-    PyObject *reg = bridge_upcall(UP_CONVERT_REGISTER);
+    PyObject *reg = upcall(UP_CONVERT_REGISTER);
     PyObject *done = reg ? PyObject_CallOneArg(reg, args[1]) : NULL;
     Py_XDECREF(done);
     cap = done != NULL ? PyDict_GetItemWithError(bridge_convert_registry, args[1]) : NULL;
@@ -686,7 +805,17 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   return out;
 }
 
+/* convert_read(): counts one source read by the general path (_C.stats()["convert_reads"]). */
+static PyObject *py_convert_read(PyObject *mod, PyObject *unused) {
+  (void)mod;
+  (void)unused;
+  BUMP(STAT_CONVERT_READS);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef crossing_functions[] = {
+    {"convert_read", (PyCFunction)py_convert_read, METH_NOARGS,
+     "convert_read()\n--\n\nCounts one source read by bridge.convert's general path (private: _C.stats())."},
     {"convert", (PyCFunction)(void (*)(void))py_convert, METH_FASTCALL | METH_KEYWORDS,
      "convert(obj, to, *, copy=None, readonly='copy', dtype=None, device=None, contiguous=False,\n"
      "        writable=False, columns=None, stack=False)\n--\n\n"

@@ -35,6 +35,7 @@ enum {
   J_ALIAS = 1 << 13,         /* read-only memory lent through a writable alias (bridge_lend) */
   J_OFFSET = 1 << 14,        /* an offset, and it ignores DLPack's byte_offset */
   /* not reasons, what the fast path also needs to know (never shown to Python): */
+  J_NOT_JUDGED = 1 << 29,    /* not judged here: device memory, sub-byte or multi-lane values (the general path's) */
   J_EMPTY = 1 << 30,         /* no elements */
   J_STRIDED = 1u << 31,      /* not row-major (judged only for records that hold some strides only) */
 };
@@ -88,6 +89,7 @@ static inline int dtype_index(const uint32_t *keys, int n, uint32_t key) {
  * judgement of a destination. `v` has strides (row-major ones filled in). */
 /* Inlined: the fast path (holds) pays no call, and its offset_counts is a constant. */
 static inline __attribute__((always_inline)) uint32_t judge(const destination *d, const view *v, int offset_counts) {
+  BUMP(STAT_CONVERT_JUDGEMENTS);
   uint32_t why = 0;
   int nd = v->ndim;
   if (nd == 0 && !d->zero_d) why |= J_ZERO_D;
