@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from bench_common import MiB64, Row, torch, tvm_ffi  # noqa: F401  (re-exported: bench_ir reads bench.GROUPS)
 from bench_copy import copy_rows, overlap_rows
+from bench_fixes import fix_rows
 from bench_units import batch_rows, polars_rows, table_rows
 from lifetimes import rss_bytes  # tests/ is this script's folder, first on sys.path
 
@@ -463,6 +464,7 @@ GROUPS: list[Callable[[], list[Row]]] = [
     batch_rows,
     table_rows,
     polars_rows,
+    fix_rows,
 ]
 
 

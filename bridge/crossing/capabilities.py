@@ -91,6 +91,12 @@ class Holds:
     ``always_copies`` (its import never shares memory), ``devices`` (bridge
     device types it holds).
 
+    Identity: ``own_subclasses`` (whether an instance of a subclass of
+    ``result`` is the destination's own object, which a same-library call
+    returns itself as the library's own identity does: ``torch.as_tensor``
+    keeps a Parameter, ``pa.array`` any Array, ``jnp.asarray`` any jax
+    Array; ``np.asarray`` makes a memmap or a masked array a plain ndarray).
+
     Types: ``dtypes`` (bridge dtype names it holds as they are), ``dtype_views``
     (those it holds through another dtype of the same bits: NumPy's bfloat16
     and float8 through ml_dtypes). ``note``: what was seen, in a sentence.
@@ -117,6 +123,7 @@ class Holds:
     dtype_views: frozenset[str] = frozenset()
     element_aligned: frozenset[str] = frozenset()
     nd_bool: bool = True
+    own_subclasses: bool = False
     note: str = ""
     route: Route = "dlpack"
     wide_setting: tuple[str, str] | None = None  # (module, attribute path): a flag without which no WIDE dtype
@@ -175,14 +182,14 @@ _TABLE = (
            readonly="keeps", dtypes=_BASE | _COMPLEX, dtype_views=ML_DTYPES,
            note="refuses bfloat16, float8/6/4 (RuntimeError): viewed through ml_dtypes instead"),
     _holds("torch", "torch", "torch.from_dlpack", "torch.Tensor", ("torch.Tensor",),
-           negative_strides=False, byte_offset=False, devices=_CPU_CUDA,
+           negative_strides=False, byte_offset=False, devices=_CPU_CUDA, own_subclasses=True,
            dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_TORCH, element_aligned=_COMPLEX,
            note="aborts the process on negative strides; refuses a non-zero byte_offset (ValueError); writes "
                 "through read-only memory; its complex kernels crash (SIGSEGV) on complex128 aligned to 8 "
                 "bytes, not 16"),
     _holds("jax", "jax", "jax.dlpack.from_dlpack", "jax.Array", ("jax.Array", "jaxlib._jax.ArrayImpl"),
            strides="compact", negative_strides=False, zero_strides=False, alignment=64,
-           readonly="never-writes", capsule="legacy", devices=_CPU_CUDA,
+           readonly="never-writes", capsule="legacy", devices=_CPU_CUDA, own_subclasses=True,
            dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_ALL,
            wide_setting=("jax", "config.jax_enable_x64"), note="refuses non-compact strides; copies views not 64-byte aligned; asks for legacy "
                 "capsules only; 64-bit dtypes only with jax_enable_x64 (else int64 arrives as int32)"),
@@ -206,7 +213,7 @@ _TABLE = (
     _holds("pyarrow", "pyarrow", "bridge.arrow.to_array / to_fixed_shape_tensor", "pyarrow.Array",
            ("pyarrow.Array",), strides="contiguous", negative_strides=False, zero_strides=False, zero_d=False,
            readonly="keeps", capsule="none", dtypes=_BASE, element_aligned=_BASE, nd_bool=False,
-           route="arrow", note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch; not bool, "
+           own_subclasses=True, route="arrow", note="1-d as a primitive Array, N-d as a FixedShapeTensorArray (first dim the batch; not bool, "
                 "whose arrow.bool8 values pyarrow's tensor API refuses); Arrow data is immutable and aligned "
                 "to its item size"),
     _holds("polars", "polars", "polars.Series over bridge.arrow.to_array", "polars.Series", ("polars.Series",),

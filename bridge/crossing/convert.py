@@ -751,6 +751,8 @@ def _register(to: object, h: Holds) -> None:
     spec = _SPECS.get(h.name)
     if spec is None or spec["holds"] is not h:
         spec = _SPECS[h.name] = _spec(h)
+    own = resolve_type(h)
+    spec = {**spec, "own": own if isinstance(own, type) else None}
     if h.route == "self":
         _C.convert_register(to, None, spec)
         return
@@ -779,6 +781,7 @@ def _spec(h: Holds) -> dict[str, object]:
         "dtypes": tuple(get_dtype(name).dlpack for name in sorted(h.dtypes)),
         "dtype_views": tuple(get_dtype(name).dlpack for name in sorted(h.dtype_views - h.dtypes)),
         "element_aligned": tuple(get_dtype(name).dlpack for name in sorted(h.element_aligned & h.dtypes)),
+        "own": None, "own_subclasses": h.own_subclasses,  # (the type is the registration's: it imports the library)
     }  # fmt: skip
     spec["record"] = _C.convert_record(spec)  # what convert_judge judges against
     return spec

@@ -55,6 +55,17 @@ static int fix_of(const destination *d, uint32_t why, int share) {
   return FIX_GENERAL;
 }
 
+/* Reasons that only concern handing memory over (lending read-only memory,
+ * an offset, strides a record leaves to the general path): moot when the
+ * source is the destination's own object, returned itself. */
+#define J_HANDOVER (J_READONLY | J_ALIAS | J_OFFSET | J_STRIDED)
+
+/* Whether convert returns `obj` itself: a same-library call (is_own) whose
+ * judgement needs no fix of the memory, as the library's own identity. */
+static int itself(const destination *d, PyObject *obj, uint32_t why) {
+  return (why & ~(uint32_t)J_HANDOVER) == 0 && is_own(d, obj);
+}
+
 /* bridge.convert's own calls into Python, counted (_C.stats()["convert_upcalls"]). */
 static PyObject *upcall(bridge_upcall_id which) {
   BUMP(STAT_CONVERT_UPCALLS);
@@ -310,6 +321,10 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
     if (out != NULL && warn_copied(args[1], why, NULL, NULL, 1) < 0) Py_CLEAR(out);
     return out;
   }
+  if (itself(d, obj, why)) { /* a same-library call: its input, as the library's own identity */
+    Py_DECREF(av.guard);
+    return Py_NewRef(obj);
+  }
   if (how == VALUES_AS_IS || how == VALUES_LENT) {
     PyObject *out = values_hand(d, av.guard, (char *)av.data, av.dtype, av.length, how == VALUES_AS_IS);
     Py_DECREF(av.guard);
@@ -476,6 +491,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     BUMP(STAT_CONVERT_READS);
     view_of_dl(&dl, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, &v);
     uint32_t why = judged(d, &v);
+    if (itself(d, obj, why)) return Py_NewRef(obj);
     if (why != 0) { /* a fix made here: the array as a bridge tensor, its judgement kept */
       if (kwnames == batch_marker) return Py_NewRef(needs_general);
       if (fix_of(d, why, sharing(args, nargsf, kwnames)) == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
@@ -539,6 +555,11 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
           uint64_t flags = vm ? vm->flags : DLPACK_FLAG_BITMASK_READ_ONLY;
           view_of_dl(dl, flags, &v);
           why = judged(d, &v);
+          if (itself(d, obj, why)) {
+            BUMP(STAT_CONVERT_READS);
+            bridge_dlpack_call_deleter(raw, versioned);
+            return Py_NewRef(obj);
+          }
           if (why == 0 && (vm != NULL || d->take == TAKE_NUMPY)) {
             BUMP(STAT_CONVERT_READS);
             return vm ? take_managed(d, vm) : ndarray_over_managed(raw, 0, dl, flags);
@@ -556,9 +577,14 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
         return general(obj, args, nargsf, kwnames);
       }
       BUMP(STAT_CONVERT_READS);
-      PyObject *out = why == UINT32_MAX ? tensor_to(d, (TensorObject *)t, t, args, nargsf, kwnames)
-                      : why == 0        ? take_tensor(d, (TensorObject *)t)
-                                        : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
+      if (why == UINT32_MAX && d->take != TAKE_BRIDGE) {
+        view_of_tensor((TensorObject *)t, &v);
+        why = judged(d, &v);
+      }
+      PyObject *out = itself(d, obj, why) ? Py_NewRef(obj)
+                      : why == 0 || d->take == TAKE_BRIDGE
+                          ? take_tensor(d, (TensorObject *)t)
+                          : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
       Py_DECREF(t);
       return out;
     }
@@ -568,6 +594,10 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
   if (d->take == TAKE_BRIDGE) return take_managed(d, m); /* bridge holds whatever it imports: no fix */
   view_of_dl(&m->dl_tensor, m->flags, &v);
   uint32_t why = judged(d, &v);
+  if (itself(d, obj, why)) { /* a same-library call: its input, as the library's own identity */
+    if (m->deleter) m->deleter(m);
+    return Py_NewRef(obj);
+  }
   if (why == 0) return take_managed(d, m);
   PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: fixed here, or by the general path */
   if (t == NULL) return NULL;

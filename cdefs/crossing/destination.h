@@ -62,7 +62,17 @@ typedef struct {
   int ndtypes;
   uint32_t dtypes[MAX_DTYPES]; /* code | bits << 8 | lanes << 16 */
   uint8_t element_aligned[MAX_DTYPES]; /* dtypes[i]'s first element must be aligned to its size */
+  PyTypeObject *own;        /* the type it returns (NULL: unknown): a source of it held as it is is returned itself */
+  int own_subclasses;       /* a subclass of `own` is its own too (torch.as_tensor keeps a Parameter) */
 } destination;
+
+/* Whether `obj` is the destination's own object: a same-library call, which
+ * returns it itself when the judgement holds it as it is (the library's own
+ * identity: np.asarray(a), torch.as_tensor(t), jnp.asarray(x), pa.array(a)). */
+static inline int is_own(const destination *d, PyObject *obj) {
+  PyTypeObject *own = d->own;
+  return own != NULL && (Py_TYPE(obj) == own || (d->own_subclasses && PyType_IsSubtype(Py_TYPE(obj), own)));
+}
 
 
 /* What the fast path reads of a tensor, whoever made it. */

@@ -19,6 +19,7 @@ static void destination_free(PyObject *capsule) {
     return;
   }
   Py_XDECREF(d->keep);
+  Py_XDECREF(d->own);
   free(d);
 }
 
@@ -27,11 +28,12 @@ static void destination_free(PyObject *capsule) {
 /* The spec's keys, interned at init: a first call registers its
  * destination, and a lookup by C string would make and hash a str each time. */
 enum { K_STRIDES, K_NEGATIVE, K_ZERO, K_BYTE_OFFSET, K_ZERO_D, K_MAX_NDIM, K_CONSUMER, K_ALIGNMENT, K_ND_BOOL,
-       K_DTYPES, K_ELEMENT_ALIGNED, K_ZERO_WIDTH, K_DEVICES, K_DTYPE_VIEWS, K_COUNT };
+       K_DTYPES, K_ELEMENT_ALIGNED, K_ZERO_WIDTH, K_DEVICES, K_DTYPE_VIEWS, K_OWN, K_OWN_SUBCLASSES, K_COUNT };
 static const char *const spec_names[K_COUNT] = {"strides",   "negative", "zero",      "byte_offset",
                                                 "zero_d",    "max_ndim", "consumer",  "alignment",
                                                 "nd_bool",   "dtypes",   "element_aligned",
-                                                "zero_width", "devices", "dtype_views"};
+                                                "zero_width", "devices", "dtype_views", "own",
+                                                "own_subclasses"};
 static PyObject *spec_keys[K_COUNT];
 
 static PyObject *spec_item(PyObject *spec, int key) {
@@ -103,8 +105,16 @@ static destination *parse_spec(PyObject *spec) {
       flag(spec, K_ZERO, &d->zero) < 0 || flag(spec, K_BYTE_OFFSET, &d->byte_offset) < 0 ||
       flag(spec, K_ZERO_D, &d->zero_d) < 0 || flag(spec, K_MAX_NDIM, &d->max_ndim) < 0 ||
       flag(spec, K_CONSUMER, &d->consumer) < 0 || flag(spec, K_ALIGNMENT, &alignment) < 0 ||
-      flag(spec, K_ND_BOOL, &d->nd_bool) < 0 || flag(spec, K_ZERO_WIDTH, &d->zero_width) < 0)
+      flag(spec, K_ND_BOOL, &d->nd_bool) < 0 || flag(spec, K_ZERO_WIDTH, &d->zero_width) < 0 ||
+      flag(spec, K_OWN_SUBCLASSES, &d->own_subclasses) < 0)
     goto fail;
+  PyObject *own = spec_item(spec, K_OWN);
+  if (own == NULL) goto fail;
+  if (own != Py_None && !PyType_Check(own)) {
+    PyErr_SetString(PyExc_TypeError, "convert_register(): spec['own'] is a type or None");
+    goto fail;
+  }
+  d->own = own == Py_None ? NULL : (PyTypeObject *)Py_NewRef(own);
   d->alignment = alignment;
   int naligned;
   if ((d->ndtypes = dtype_keys(spec, K_DTYPES, d->dtypes)) < 0 ||
@@ -136,6 +146,7 @@ static destination *parse_spec(PyObject *spec) {
   }
   return d;
 fail:
+  Py_XDECREF(d->own);
   free(d);
   return NULL;
 }
@@ -175,6 +186,7 @@ static PyObject *py_convert_register(PyObject *mod, PyObject *const *args, Py_ss
   return done;
 fail:
   Py_XDECREF(d->keep);
+  Py_XDECREF(d->own);
   free(d);
   return NULL;
 }
@@ -188,7 +200,10 @@ static PyObject *py_convert_record(PyObject *mod, PyObject *spec) {
   if (d == NULL) return NULL;
   d->take = TAKE_NONE;
   PyObject *cap = PyCapsule_New(d, DEST_NAME, destination_free);
-  if (cap == NULL) free(d);
+  if (cap == NULL) {
+    Py_XDECREF(d->own);
+    free(d);
+  }
   return cap;
 }
 

@@ -378,12 +378,13 @@ def test_an_ndarray_made_in_c_keeps_the_memory_alive() -> None:
     assert arr.sum() == sum(range(1000))
     ro = np.arange(10.0)
     ro.flags.writeable = False
-    out = bridge.convert(ro, np)
-    assert not out.flags.writeable and np.shares_memory(out, ro)
-    with pytest.raises(ValueError, match="WRITEABLE"):  # its base is no array: writes cannot be re-enabled
-        out.flags.writeable = True
+    assert bridge.convert(ro, np) is ro  # a same-library call: its input, as np.asarray(ro) gives
+    out = bridge.convert(ro[1:], np)
+    assert out is not ro and not out.flags.writeable and np.shares_memory(out, ro)
     rt = bridge.convert(bridge.from_numpy(ro), np)
     assert not rt.flags.writeable and np.shares_memory(rt, ro)
+    with pytest.raises(ValueError, match="WRITEABLE"):  # its base is no array: writes cannot be re-enabled
+        rt.flags.writeable = True
     with pytest.raises(ValueError):
         rt[0] = 1.0
     del ro

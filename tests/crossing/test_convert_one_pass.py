@@ -1,0 +1,175 @@
+"""bridge.convert's one pass (issue 45): a call reads its source once and
+judges each leaf once, and the C engine makes the fix on that pass; a
+same-library call returns its input.
+
+Counted by the C counters (``_C.stats()``: ``convert_reads``,
+``convert_judgements``, ``convert_upcalls``), which every path bumps: each
+test converts once to register the destination, then counts one call.
+Results are checked through each library's own API.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from convert_helpers import spy
+
+import bridge
+from bridge.core.native import stats
+
+torch = pytest.importorskip("torch")
+pa = pytest.importorskip("pyarrow")
+
+pytestmark = pytest.mark.thread_unsafe(reason="counts with the process-wide C counters")
+
+KEYS = ("convert_reads", "convert_judgements", "convert_upcalls")
+
+
+def counted(make: Callable[[], Any]) -> tuple[Any, tuple[int, ...], list[warnings.WarningMessage]]:
+    """make() once to register (and warm) its destination, then again,
+    counted: (result, (reads, judgements, up-calls), warnings)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        make()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        before = stats()
+        out = make()
+        after = stats()
+    return out, tuple(after[k] - before[k] for k in KEYS), said
+
+
+def _read_only(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+A = np.arange(256, dtype=np.float32)
+
+
+# ------------------------------------------------------------------ counters, one array
+
+
+def test_an_array_held_as_it_is_is_read_once_judged_once_and_never_enters_python() -> None:
+    for src in (A, torch.from_numpy(A), pa.array(A)):
+        out, counts, said = counted(lambda src=src: bridge.convert(src, np))
+        assert counts == (1, 1, 0), type(src)
+        assert np.shares_memory(out, A) or type(src).__module__.startswith("pyarrow")
+        assert said == []
+
+
+@pytest.mark.parametrize("kind", ["read-only ndarray", "pyarrow", "negative strides", "misaligned"])
+def test_a_copy_fix_is_made_on_the_one_pass_and_python_only_words_it(kind: str) -> None:
+    made = {
+        "read-only ndarray": lambda: _read_only(A),
+        "pyarrow": lambda: pa.array(A),
+        "negative strides": lambda: A[::-1],
+        "misaligned": lambda: np.arange(9, dtype=np.complex128).view(np.uint8)[8:136].view(np.complex128),
+    }[kind]
+    src = made()
+    with spy() as calls:
+        out, counts, said = counted(lambda: bridge.convert(src, torch))
+    assert calls == [] and counts == (1, 1, 1)
+    want = src.to_numpy() if kind == "pyarrow" else np.asarray(src)
+    np.testing.assert_array_equal(out.numpy(), want)
+    assert out.is_contiguous() and out.data_ptr() % 64 == 0  # fresh memory of bridge's, aligned
+    assert len(said) == 1 and issubclass(said[0].category, bridge.CopyWarning)
+    warning = said[0].message
+    assert isinstance(warning, bridge.CopyWarning)
+    kinds = {"read-only ndarray": "read-only", "pyarrow": "read-only", "negative strides": "layout",
+             "misaligned": "alignment"}  # fmt: skip
+    assert warning.kind == kinds[kind]
+    assert said[0].filename == __file__  # at the caller's line
+
+
+def test_readonly_share_lends_on_the_one_pass_without_python() -> None:
+    for src in (_read_only(A), pa.array(A)):
+        with spy() as calls:
+            out, counts, said = counted(lambda src=src: bridge.convert(src, torch, readonly="share"))
+        assert calls == [] and counts == (1, 1, 0) and said == []
+        address = src.ctypes.data if isinstance(src, np.ndarray) else src.buffers()[1].address
+        assert out.data_ptr() == address
+
+
+def test_a_fix_the_engine_leaves_to_python_is_judged_there_once() -> None:
+    """A dtype only ml_dtypes' view holds (bfloat16 into NumPy): the general
+    path's fix, on the tensor C imported (one read), judged by C once and by
+    the general path once."""
+    bf = torch.arange(6, dtype=torch.bfloat16)
+    with spy() as calls:
+        out, counts, _ = counted(lambda: bridge.convert(bf, np))
+    assert len(calls) == 2 and all(isinstance(c, bridge.Tensor) for c in calls)  # (the first call, then the counted)
+    assert counts[0] == 1
+    assert out.dtype.name == "bfloat16"
+
+
+# ------------------------------------------------------------------ same library
+
+
+def _same_library() -> list[tuple[str, Callable[[], Any], Any]]:
+    """(name, source maker, destination) for every installed library convert returns itself for."""
+    cases: list[tuple[str, Callable[[], Any], Any]] = [
+        ("numpy", lambda: np.arange(8.0), np),
+        ("numpy read-only", lambda: _read_only(np.arange(8.0)), np),
+        ("numpy view", lambda: np.arange(8.0)[::-2], np),
+        ("torch", lambda: torch.arange(8.0), torch),
+        ("pyarrow", lambda: pa.array(np.arange(8.0)), pa),
+    ]
+    if importlib.util.find_spec("polars") is not None:
+        import polars as pl
+
+        cases.append(("polars", lambda: pl.Series("x", np.arange(8.0)), pl))
+    if importlib.util.find_spec("jax") is not None:
+        import jax
+        import jax.numpy as jnp
+
+        cases.append(("jax", lambda: jnp.arange(8.0, dtype=jnp.float32), jax))
+    if importlib.util.find_spec("tvm_ffi") is not None:
+        import tvm_ffi
+
+        cases.append(("tvm_ffi", lambda: tvm_ffi.from_dlpack(np.arange(8.0)), tvm_ffi))
+    return cases
+
+
+@pytest.mark.parametrize("name, make, to", _same_library(), ids=[c[0] for c in _same_library()])
+def test_a_same_library_call_returns_its_input(name: str, make: Callable[[], Any], to: Any) -> None:
+    x = make()
+    out, counts, said = counted(lambda: bridge.convert(x, to))
+    assert out is x, name
+    assert counts == (1, 1, 0) and said == []
+
+
+def test_a_same_library_call_that_needs_a_fix_makes_it() -> None:
+    """The judgement gates the identity: a torch complex128 aligned to 8 bytes
+    (which torch's kernels crash on) is copied aligned; a NumPy array of
+    the other byte order is swapped; a subclass NumPy's own identity turns
+    into an ndarray (np.asarray of a masked array) is not returned as it is."""
+    raw = np.zeros(9, dtype=np.complex128).view(np.uint8)[8:136].view(np.complex128)
+    raw[:] = np.arange(8) + 1j
+    t = torch.from_numpy(raw)
+    with pytest.warns(bridge.CopyWarning, match="aligned"):
+        out = bridge.convert(t, torch)
+    assert out is not t and out.data_ptr() % 16 == 0 and torch.equal(out, t)
+    swapped = np.arange(4, dtype=">f8")
+    with pytest.warns(bridge.CopyWarning, match="byte order"):
+        native = bridge.convert(swapped, np)
+    assert native is not swapped and native.dtype == np.float64 and np.array_equal(native, swapped)
+    masked = np.ma.masked_array(np.arange(4.0), mask=[0, 1, 0, 0])
+    assert type(bridge.convert(masked, np)) is np.ndarray  # its data, as np.asarray(masked) gives
+    matrix = np.asmatrix(np.arange(4.0).reshape(2, 2))
+    got = bridge.convert(matrix, np)
+    assert type(got) is np.ndarray and np.shares_memory(got, matrix)  # as np.asarray(matrix) gives
+
+
+def test_a_torch_tensor_that_requires_grad_is_refused_even_into_torch() -> None:
+    """convert's refusal (the producer's, through torch's exchange API) holds
+    for a same-library call too: convert never hands back an autograd leaf."""
+    p = torch.nn.Parameter(torch.ones(3))
+    with pytest.raises(BufferError, match="require"):
+        bridge.convert(p, torch)
