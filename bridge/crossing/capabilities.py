@@ -91,6 +91,10 @@ class Holds:
     ``always_copies`` (its import never shares memory), ``devices`` (bridge
     device types it holds).
 
+    Host memory: ``host_importer`` (the dotted path of a call taking a
+    bridge tensor of host memory that is cheaper than ``importer`` and
+    gives the same result; None: ``importer``).
+
     Identity: ``own_subclasses`` (whether an instance of a subclass of
     ``result`` is the destination's own object, which a same-library call
     returns itself as the library's own identity does: ``torch.as_tensor``
@@ -124,6 +128,7 @@ class Holds:
     element_aligned: frozenset[str] = frozenset()
     nd_bool: bool = True
     own_subclasses: bool = False
+    host_importer: str | None = None
     note: str = ""
     route: Route = "dlpack"
     wide_setting: tuple[str, str] | None = None  # (module, attribute path): a flag without which no WIDE dtype
@@ -190,6 +195,7 @@ _TABLE = (
     _holds("jax", "jax", "jax.dlpack.from_dlpack", "jax.Array", ("jax.Array", "jaxlib._jax.ArrayImpl"),
            strides="compact", negative_strides=False, zero_strides=False, alignment=64,
            readonly="never-writes", capsule="legacy", devices=_CPU_CUDA, own_subclasses=True,
+           host_importer="bridge.crossing.destinations.jax_host_import",
            dtypes=_BASE | _COMPLEX | {"bfloat16"} | _FLOAT8_ALL,
            wide_setting=("jax", "config.jax_enable_x64"), note="refuses non-compact strides; copies views not 64-byte aligned; asks for legacy "
                 "capsules only; 64-bit dtypes only with jax_enable_x64 (else int64 arrives as int32)"),

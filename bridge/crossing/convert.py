@@ -467,19 +467,45 @@ def _make_wanted(t: Tensor, w: Wants) -> Tensor:
     return host if dev.type == "cpu" else transfer(host, dev.to_dlpack())
 
 
+#: The reasons that only concern handing memory over (lending read-only
+#: memory, an offset): moot when a same-library call returns its input
+#: (convert.c's J_HANDOVER).
+_HANDOVER = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
+
+_OWN: dict[str, type | None] = {}
+
+
+def _itself(obj: object, t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, w: Wants) -> int | None:
+    """The judgement of ``t`` (imported from ``obj``), or None when ``obj`` is
+    returned itself: a same-library call (``obj`` of the type ``h`` returns,
+    or of a subclass where ``h.own_subclasses``) that needs no fix of its
+    memory, no copy and no ask, as the library's own identity
+    (``np.asarray(a)``, ``torch.as_tensor(t)``); the C engine's ``itself``."""
+    why = _judged(t, h)
+    if made or copy or w is not NO_WANTS or why & ~_HANDOVER:
+        return why
+    own = _OWN.get(h.name, _OWN)
+    if own is _OWN:
+        found = resolve_type(h)
+        own = _OWN[h.name] = found if isinstance(found, type) else None
+    if own is not None and (type(obj) is own or (h.own_subclasses and isinstance(obj, own))):  # type: ignore[arg-type]
+        return None
+    return why
+
+
 def _prepare(t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, readonly: ReadOnlyPolicy,
-             w: Wants) -> tuple[Tensor, Plan]:  # fmt: skip
-    """Imported ``t`` (whose import made ``made``) and the :class:`Plan` of
-    what ``h`` needs of it: the import's fixes, the caller's asks (``w``,
-    made here: one copy, after which ``copy=True`` asks for no other) and the
-    destination's."""
+             w: Wants, why: int | None = None) -> tuple[Tensor, Plan]:  # fmt: skip
+    """Imported ``t`` (whose import made ``made``, judged ``why`` when it
+    was) and the :class:`Plan` of what ``h`` needs of it: the import's fixes,
+    the caller's asks (``w``, made here: one copy, after which ``copy=True``
+    asks for no other) and the destination's."""
     asked = _wanted(t, w)
     if asked:
         if copy is False:
             raise BufferError(f"convert(copy=False): {'; '.join(f.reason for f in asked)}")
         t = _make_wanted(t, w)
-        copy = None
-    p = _plan(t, h, copy, readonly)
+        copy, why = None, None
+    p = _plan(t, h, copy, readonly, why)
     return t, (Plan(p.destination, made + asked + p.fixes) if made or asked else p)
 
 
@@ -496,6 +522,8 @@ def plan(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnl
     if not units.is_table(obj) and units.is_unit(obj):  # (a table's refusal names its columns)
         raise TypeError(f"plan() takes one array, not a {type(obj).__name__}: plan each array of it")
     t, made = _import_fixed(obj)
+    if _itself(obj, t, made, h, copy, w) is None:
+        return _as_is(h.name)  # a same-library call: its input
     asked = _wanted(t, w)
     if asked:  # planned as if made: a fresh row-major copy of the dtype, on the device, asked for
         t = _C.new_empty(t.shape, w.dtype or t.dtype, False)
@@ -587,7 +615,10 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     if units.is_unit(obj) or chosen is not None or stacked:
         return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=chosen, stack=stacked)
     t, made = _import_fixed(obj)
-    t, p = _prepare(t, made, h, copy, readonly, w)
+    why = _itself(obj, t, made, h, copy, w)
+    if why is None:
+        return obj
+    t, p = _prepare(t, made, h, copy, readonly, w, why)
     out = _make(t, p, h, copy)
     unasked = p.unasked
     if copy is None and unasked:
@@ -714,6 +745,38 @@ def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None, tot
 
 
 _C._register("convert_copied", _copied)
+
+
+_ASKS: dict[tuple[object, ...], tuple[DType | None, bool, bool] | None] = {}
+
+
+def _asks(to: object, dtype: object, device_: object, contiguous: object, writable: object) -> object:
+    """The ``convert_asks`` up-call: the caller's asks of one array read and
+    checked against destination ``to`` (:func:`wants`: TypeError or
+    ValueError as it says) for the C engine, as ``(dtype or None,
+    contiguous, writable)``; None for what the engine leaves to the general
+    path (``device=``). Remembered per kind of call (by the arguments and
+    their types: ``1`` is not ``True``), so that a loop pays a lookup."""
+    try:
+        key: tuple[object, ...] | None = (to, type(dtype), dtype, type(device_), device_, type(contiguous), contiguous,
+                                          type(writable), writable)  # fmt: skip
+        known = _ASKS[key]  # type: ignore[index]
+        return known
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable argument: read each time
+        key = None
+    h = resolve(to)
+    w = wants(h, dtype, device_, contiguous, writable)
+    read = None if w.device is not None else (w.dtype, w.contiguous, w.writable)
+    if key is not None:
+        if len(_ASKS) >= 256:
+            _ASKS.clear()
+        _ASKS[key] = read
+    return read
+
+
+_C._register("convert_asks", _asks)
 
 
 _C._register("convert_slow", _general)

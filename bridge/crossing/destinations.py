@@ -197,7 +197,38 @@ def _taker(h: Holds) -> Callable[[Tensor], object]:
     views = h.dtype_views
     if views:  # the dtypes its DLPack import refuses, as NumPy's view of the same bytes
         return lambda t: t.numpy() if t.dtype.name in views else importer(t)
+    if h.host_importer is not None:
+        host = _resolved(h.host_importer)
+        return lambda t: host(t) if t.device.type == "cpu" else importer(t)
     return importer
+
+
+_JAX_HOST: list[Any] = []
+
+
+def jax_host_import(t: Tensor) -> object:
+    """A jax Array over bridge tensor ``t``'s host memory (64-byte aligned,
+    compact: the judgement saw to both), by the call ``jax.dlpack.from_dlpack``
+    makes after asking the device for a stream, which on the CPU throws and
+    catches a C++ exception each time (about 100k instructions):
+    ``dlpack_managed_tensor_to_buffer(capsule, device, stream=None)`` of
+    jaxlib with a legacy capsule (the only kind it takes), whose deleter jax
+    calls when the array dies. A jaxlib without it, or a CPU device that is
+    gone (backends cleared), takes ``jax.dlpack.from_dlpack``."""
+    if not _JAX_HOST:
+        import jax
+        import jaxlib._jax as _jax  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+        _JAX_HOST.extend((getattr(_jax, "dlpack_managed_tensor_to_buffer", None), jax.devices("cpu")[0],
+                          jax.dlpack.from_dlpack))  # fmt: skip
+    to_buffer, cpu, fallback = _JAX_HOST
+    if to_buffer is None:
+        return fallback(t)
+    try:
+        return to_buffer(t.__dlpack__(), cpu, None)
+    except RuntimeError:  # (a stale device): jax's own route, and the device asked again next time
+        _JAX_HOST.clear()
+        return fallback(t)
 
 
 def _arrow_column(t: Tensor) -> object:

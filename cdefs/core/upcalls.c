@@ -31,6 +31,7 @@ static const struct {
     [UP_CONVERT_SLOW] = {"convert_slow", CALLABLE},
     [UP_CONVERT_REGISTER] = {"convert_register_for", CALLABLE},
     [UP_CONVERT_COPIED] = {"convert_copied", CALLABLE},
+    [UP_CONVERT_ASKS] = {"convert_asks", CALLABLE},
 };
 
 static PyObject *upcalls[UP_COUNT];

@@ -28,7 +28,8 @@ typedef enum {
   UP_JAX_ARRAY,          /* Tensor.__jax_array__ (bridge.interop.jax_array) */
   UP_CONVERT_SLOW,       /* bridge.convert's general path (bridge.crossing.convert) */
   UP_CONVERT_REGISTER,   /* registers a destination for the fast path, where it can be */
-  UP_CONVERT_COPIED,     /* the CopyWarning of a table whose read-only columns the fast path copied */
+  UP_CONVERT_COPIED,     /* the CopyWarning's words for what convert's C engine copied, from its judgement */
+  UP_CONVERT_ASKS,       /* convert's dtype=/device=/contiguous=/writable= read and checked (cached per kind of call) */
   UP_COUNT
 } bridge_upcall_id;
 

@@ -37,8 +37,7 @@ static uint32_t judged(const destination *d, const view *v) {
  * FIX_COPY, one row-major copy into fresh, aligned, writable memory, which
  * settles every reason at once (a layout, an alignment, read-only memory
  * under readonly="copy"); FIX_LEND, read-only memory lent through a writable
- * alias (readonly="share", or a consumer that never writes) to a destination
- * handed a managed tensor or an ndarray; FIX_GENERAL for the rest (a
+ * alias (readonly="share", or a consumer that never writes); FIX_GENERAL for the rest (a
  * refusal, a dtype view, device memory, an offset, an empty tensor, a held
  * layout a compact or row-major-only record leaves to the general path). */
 enum { FIX_GENERAL, FIX_COPY, FIX_LEND };
@@ -51,7 +50,7 @@ static int fix_of(const destination *d, uint32_t why, int share) {
   if (why & J_ELSEWHERE) return FIX_GENERAL;
   if (why & J_COPIED || (why & J_READONLY && !share)) return FIX_COPY;
   if (why & J_STRIDED) return FIX_GENERAL;
-  if (why & (J_READONLY | J_ALIAS) && (d->take == TAKE_API || d->take == TAKE_NUMPY)) return FIX_LEND;
+  if (why & (J_READONLY | J_ALIAS) && d->take != TAKE_BRIDGE) return FIX_LEND;
   return FIX_GENERAL;
 }
 
@@ -185,8 +184,9 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
 }
 
 /* Read-only host tensor `t` lent to `d` through a writable alias (FIX_LEND):
- * an ndarray over its memory, or a managed tensor without the READ_ONLY
- * flag, either keeping `t` (and so its memory) alive. */
+ * an ndarray over its memory, a managed tensor without the READ_ONLY flag,
+ * or (a destination called with a bridge tensor) a writable bridge tensor
+ * over it, each keeping `t` (and so its memory) alive. */
 static PyObject *lend_tensor(const destination *d, TensorObject *t) {
   DLDataType dt = {t->dtype->code, t->dtype->bits, t->dtype->lanes};
   if (d->take == TAKE_NUMPY)
@@ -195,7 +195,12 @@ static PyObject *lend_tensor(const destination *d, TensorObject *t) {
   DLDevice dev = {(DLDeviceType)t->storage->dev_type, t->storage->dev_id};
   DLManagedTensorVersioned *m = bridge_dlpack_build_owned((PyObject *)t, bridge_tensor_data(t), dev, dt, t->ndim,
                                                           t->shape, t->strides, BRIDGE_BUILD_UNIT_STRIDES);
-  return m ? take_managed(d, m) : NULL;
+  if (m == NULL) return NULL;
+  if (d->take != TAKE_CALL) return take_managed(d, m);
+  PyObject *alias = bridge_dlpack_take(m, 1);
+  PyObject *out = alias ? PyObject_CallOneArg(d->keep, alias) : NULL;
+  Py_XDECREF(alias);
+  return out;
 }
 
 /* A bridge tensor that `d` does not hold as it is (judged `why` on this
@@ -490,7 +495,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     if (!bridge_numpy_describe(obj, &dl, shape, strides, &readonly)) return general(obj, args, nargsf, kwnames);
     BUMP(STAT_CONVERT_READS);
     view_of_dl(&dl, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, &v);
-    uint32_t why = judged(d, &v);
+    uint32_t why = d->take == TAKE_BRIDGE ? 0 : judged(d, &v); /* (bridge holds whatever it imports) */
     if (itself(d, obj, why)) return Py_NewRef(obj);
     if (why != 0) { /* a fix made here: the array as a bridge tensor, its judgement kept */
       if (kwnames == batch_marker) return Py_NewRef(needs_general);
@@ -747,12 +752,110 @@ static const char *const asks_names[] = {"dtype", "device", "contiguous", "writa
 #define N_ASKS (sizeof asks_names / sizeof asks_names[0])
 static PyObject *asks_kw[N_ASKS];
 
-static int is_ask(PyObject *name) {
+/* Which ask (ASK_*) a keyword is; -1 for none. */
+static int ask_index(PyObject *name) {
   for (size_t i = 0; i < N_ASKS; i++)
-    if (name == asks_kw[i]) return 1;
+    if (name == asks_kw[i]) return (int)i;
   for (size_t i = 0; i < N_ASKS; i++)
-    if (PyUnicode_Compare(name, asks_kw[i]) == 0) return 1;
-  return 0;
+    if (PyUnicode_Compare(name, asks_kw[i]) == 0) return (int)i;
+  return -1;
+}
+
+/* What the importer pass takes: any source, as a bridge tensor (bridge holds
+ * whatever it imports: its record is never judged). */
+static const destination importer = {.take = TAKE_BRIDGE};
+
+/* The general path, with the call as the caller made it. */
+static PyObject *slow_call(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *slow = upcall(UP_CONVERT_SLOW);
+  return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+}
+
+enum { ASK_DTYPE, ASK_DEVICE, ASK_CONTIGUOUS, ASK_WRITABLE, ASK_COLUMNS, ASK_STACK };
+
+/* A fresh row-major tensor of dtype `dt` and t's shape holding t's values
+ * cast (the copy kernel); None (new reference) when the cast is one C leaves
+ * to NumPy; NULL with an exception. */
+static PyObject *cast_copy(TensorObject *t, DTypeObject *dt) {
+  int64_t strides[BRIDGE_MAX_NDIM], nbytes;
+  if (__builtin_mul_overflow(bridge_numel(t), (int64_t)dt->itemsize, &nbytes)) return PyErr_NoMemory();
+  StorageObject *s = bridge_storage_alloc(nbytes, 0);
+  if (s == NULL) return NULL;
+  bridge_contiguous_strides(t->ndim, t->shape, strides);
+  PyObject *out = bridge_tensor_new(s, dt, t->ndim, t->shape, strides, 0, GEOM_DERIVED);
+  Py_DECREF(s);
+  int done = out ? bridge_copy_tensor((TensorObject *)out, t) : -1;
+  if (done == 1) return out;
+  Py_XDECREF(out);
+  return done == 0 ? Py_NewRef(Py_None) : NULL;
+}
+
+/* convert(obj, to, *, copy=None|True, dtype=, contiguous=, writable=) of one
+ * array, on the one pass: the asks read once by Python (cached per kind of
+ * call: bad ones raise there), the source read once (the importer pass),
+ * judged once against `to`, and what is asked (a cast, row-major or
+ * writable memory, copy=True) made in one copy that the destination holds
+ * as it is (a fresh, aligned, writable row-major block of a dtype it
+ * holds), else the judged fix as without asks. Units, device=, copy=False,
+ * readonly="error", what the copy kernel does not cast and what the
+ * destination would not hold go to the general path with the call as made. */
+static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames,
+                            PyObject *const *ask, int copy) {
+  PyObject *obj = args[0];
+  PyObject *read;
+  if (ask[ASK_DTYPE] || ask[ASK_DEVICE] || ask[ASK_CONTIGUOUS] || ask[ASK_WRITABLE]) {
+    PyObject *fn = upcall(UP_CONVERT_ASKS);
+    if (fn == NULL) return NULL;
+    PyObject *call[5] = {args[1], ask[ASK_DTYPE] ? ask[ASK_DTYPE] : Py_None,
+                         ask[ASK_DEVICE] ? ask[ASK_DEVICE] : Py_None,
+                         ask[ASK_CONTIGUOUS] ? ask[ASK_CONTIGUOUS] : Py_False,
+                         ask[ASK_WRITABLE] ? ask[ASK_WRITABLE] : Py_False};
+    read = PyObject_Vectorcall(fn, call, 5, NULL);
+    if (read == NULL) return NULL;
+  } else {
+    read = PyTuple_Pack(3, Py_None, Py_False, Py_False); /* copy=True alone */
+    if (read == NULL) return NULL;
+  }
+  if (!PyTuple_Check(read) || PyTuple_GET_SIZE(read) != 3) { /* None: the general path's */
+    Py_DECREF(read);
+    return slow_call(args, nargsf, kwnames);
+  }
+  PyObject *want_dtype = PyTuple_GET_ITEM(read, 0);
+  int contiguous = PyTuple_GET_ITEM(read, 1) == Py_True, writable = PyTuple_GET_ITEM(read, 2) == Py_True;
+  PyObject *imp[2] = {obj, args[1]};
+  PyObject *t = convert_to(&importer, imp, 2, batch_marker);
+  PyObject *out = NULL;
+  if (t == needs_general) {
+    out = slow_call(args, nargsf, kwnames);
+  } else if (t != NULL) {
+    TensorObject *tt = (TensorObject *)t;
+    DTypeObject *dt = DType_Check(want_dtype) ? (DTypeObject *)want_dtype : tt->dtype;
+    view v;
+    view_of_tensor(tt, &v);
+    uint32_t why = judged(d, &v);
+    int asked = copy || dt != tt->dtype || (contiguous && !bridge_is_contiguous(tt->ndim, tt->shape, tt->strides)) ||
+                (writable && tt->storage->readonly);
+    DLDataType key = {dt->code, dt->bits, dt->lanes};
+    if (!asked) {
+      out = itself(d, obj, why) ? Py_NewRef(obj)
+            : why == 0          ? take_tensor(d, tt)
+                                : tensor_fixed(d, tt, why, obj, args, nargsf, kwnames);
+    } else if (why & (J_NOT_JUDGED | J_ZERO_D | J_NDIM | J_ND_BOOL | J_ZERO_WIDTH | J_EMPTY | J_DEVICE) ||
+               dtype_index(d->dtypes, d->ndtypes, dtype_key(key)) == d->ndtypes) {
+      out = slow_call(args, nargsf, kwnames); /* a copy it would not hold as it is: the general path explains */
+    } else {
+      PyObject *made = dt == tt->dtype ? bridge_tensor_rowmajor_copy(tt) : cast_copy(tt, dt);
+      if (made == Py_None) {
+        out = slow_call(args, nargsf, kwnames); /* a cast NumPy makes */
+      } else if (made != NULL) {
+        out = take_tensor(d, (TensorObject *)made);
+      }
+      Py_XDECREF(made);
+    }
+    Py_DECREF(t);
+  }
+  Py_DECREF(read);
+  return out;
 }
 
 static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
@@ -765,10 +868,13 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     return PyErr_Format(PyExc_TypeError, "convert() takes 2 positional arguments but %zd were given", nargs);
   PyObject *pos[2] = {nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL}, *kw[2] = {NULL, NULL};
   int moved = 0, asks = 0;
+  PyObject *ask[N_ASKS] = {NULL};
   for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    if (is_ask(name)) {
+    int which = ask_index(name);
+    if (which >= 0) {
       asks = 1;
+      ask[which] = value;
       continue;
     }
     PyObject **slot = name == str_copy_kw || PyUnicode_Compare(name, str_copy_kw) == 0           ? &kw[0]
@@ -787,9 +893,25 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     return PyErr_Format(PyExc_TypeError, "convert() missing %d required positional argument%s: %s",
                         (pos[0] == NULL) + (pos[1] == NULL), pos[0] == NULL && pos[1] == NULL ? "s" : "",
                         pos[0] == NULL && pos[1] == NULL ? "'obj' and 'to'" : pos[0] == NULL ? "'obj'" : "'to'");
-  if (asks) { /* the general path reads them (and binds the call itself) */
-    PyObject *slow = upcall(UP_CONVERT_SLOW);
-    return slow ? PyObject_Vectorcall(slow, args, nargsf, kwnames) : NULL;
+  if (kw[0] == Py_True) asks = 1; /* copy=True: a copy asked for, made on the one pass */
+  if (asks) {
+    /* one array with dtype=, contiguous=, writable= (and copy=None or True): the one
+     * pass below; the rest is the general path's, which reads them (and binds the
+     * call itself) */
+    PyTypeObject *tp = Py_TYPE(pos[0]);
+    int one = !moved && !ask[ASK_COLUMNS] && !ask[ASK_STACK] && tp != &PyDict_Type && tp != &PyList_Type &&
+              tp != &PyTuple_Type && !bridge_arrow_is_table(tp) && (kw[0] == NULL || kw[0] == Py_None || kw[0] == Py_True) &&
+              (kw[1] == NULL || kw[1] == str_copy_value || kw[1] == str_share_value);
+    PyObject *cap = one ? PyDict_GetItemWithError(bridge_convert_registry, pos[1]) : NULL;
+    if (cap == NULL || cap == Py_None) {
+      PyErr_Clear();
+      return slow_call(args, nargsf, kwnames);
+    }
+    Py_INCREF(cap);
+    const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+    PyObject *out = d ? asked_call(d, args, nargsf, kwnames, ask, kw[0] == Py_True) : NULL;
+    Py_DECREF(cap);
+    return out;
   }
   PyObject *laid[4];
   if (moved) {

@@ -150,6 +150,17 @@ RESULT_TYPES = {"bridge": "bridge.Tensor", "numpy": "numpy.ndarray", "torch": "t
                 "onnxruntime": "onnxruntime.OrtValue", "pyarrow": "pyarrow.Array",
                 "polars": "polars.Series"}  # fmt: skip
 MODULES = {"jax": "jax.numpy", "mlx": "mlx.core"}
+#: The destinations whose own identity keeps a subclass of their type as it
+#: is (torch.as_tensor(parameter), jnp.asarray(jax array), pa.array(a
+#: DoubleArray)); np.asarray makes any subclass a plain ndarray.
+KEEPS_SUBCLASSES = frozenset({"torch", "jax", "pyarrow"})
+
+
+def same_library(dest: str, obj: Any) -> bool:
+    """Whether ``obj`` is ``dest``'s own object: what its own identity
+    (``np.asarray``, ``torch.as_tensor``, ...) returns as it is."""
+    own = _dotted(RESULT_TYPES[dest])
+    return type(obj) is own or (dest in KEEPS_SUBCLASSES and isinstance(obj, own))
 
 
 def _dotted(path: str) -> Any:
@@ -339,9 +350,11 @@ def layout_problem(src: Source, rule: Rule) -> str:
     return ""
 
 
-def expect(case: dict[str, Any], src: Source) -> Expect:
+def expect(case: dict[str, Any], src: Source, own: bool = False) -> Expect:
     """What bridge.convert must do with ``src`` into the case's destination,
-    by the rules of docs/convert.md."""
+    by the rules of docs/convert.md; ``own``: the source is the
+    destination's own object (a same-library call, which returns its input
+    wherever its memory needs no fix and no copy is asked for)."""
     dest, copy, readonly = case["dest"], case["copy"], case["readonly_policy"]
     rule = RULES[dest]
     ndim = len(src.shape)
@@ -369,6 +382,8 @@ def expect(case: dict[str, Any], src: Source) -> Expect:
         align = max(rule.alignment, ITEMSIZE[src.dtype] if src.dtype in rule.element_aligned else 1, 1)
         if src.addr is not None and src.addr % align:
             copies.append("alignment")
+    if own and not copies:  # (read-only memory, an offset: nothing is handed over)
+        return Expect(None, (), (), ())
     if readonly_src and not copies and not rule.always_copies and rule.readonly == "writes":
         if readonly == "error":
             return Expect(BufferError, ("read-only",))

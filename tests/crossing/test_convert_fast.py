@@ -217,17 +217,24 @@ def test_cases_with_a_fix_the_engine_leaves_go_to_the_general_path_imported_once
     assert calls == [] and np.shares_memory(out2, a)
 
 
-def test_keywords_other_than_the_defaults_take_the_general_path() -> None:
+def test_keywords_the_engine_does_not_take_go_to_the_general_path() -> None:
+    """copy=True and the asks of one array (dtype=, contiguous=, writable=) are
+    made by the C engine; copy=False and device= are the general path's."""
     a = _base()
     bridge.convert(a, torch)
     with spy() as calls:
         bridge.convert(a, torch, copy=None, readonly="copy")
         assert calls == []
         out = bridge.convert(a, torch, copy=True)
-        assert out.data_ptr() != a.ctypes.data and len(calls) == 1
+        assert out.data_ptr() != a.ctypes.data and calls == []
+        cast = bridge.convert(a, torch, dtype=torch.float64, contiguous=True, writable=True)
+        assert cast.dtype == torch.float64 and calls == []
         bridge.convert(obj=a, to=torch)  # obj and to by keyword: the same call, laid out again
         bridge.convert(a, to=torch, readonly="copy")
-        assert len(calls) == 1
+        assert calls == []
+        bridge.convert(a, torch, copy=False)
+        bridge.convert(a, torch, device="cpu")
+        assert len(calls) == 2
 
 
 def test_bad_arguments_raise_as_the_general_path_says() -> None:
