@@ -71,6 +71,9 @@ FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "de
 _BRIDGE_COPIES = ("requested", "device", "layout", "alignment", "read-only")
 
 
+_NO_LEAVES: Mapping[str, tuple[Fix, ...]] = MappingProxyType({})
+
+
 class CopyWarning(UserWarning):
     """:func:`bridge.convert` copied (``copy=None``) where the destination
     cannot hold the memory as it is. ``kind`` is the first reason's
@@ -84,7 +87,7 @@ class CopyWarning(UserWarning):
         super().__init__(message)
         self.kind: FixKind = kind
         self.fixes: tuple[Fix, ...] = fixes
-        self.leaves: Mapping[str, tuple[Fix, ...]] = MappingProxyType(dict(leaves or {}))
+        self.leaves: Mapping[str, tuple[Fix, ...]] = MappingProxyType(dict(leaves)) if leaves else _NO_LEAVES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -720,7 +723,7 @@ def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> No
 #: The judgements whose words name nothing of the tensor (read-only memory,
 #: an alias, an offset): their CopyWarning's words made once per destination.
 _SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
-_SAID: dict[tuple[str, int], tuple[str, FixKind, tuple[Fix, ...]]] = {}
+_SAID: dict[tuple[object, int], tuple[str, FixKind, tuple[Fix, ...]]] = {}
 
 
 def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None, total: int) -> None:
@@ -729,18 +732,20 @@ def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None, tot
     judgement ``why`` (never judged again): one array ``t`` (None for Arrow
     values, whose one reason is read-only memory), or a table's read-only
     columns ``names`` of ``total`` (a dict's leaves, by name)."""
-    h = resolve(to)
-    if names is not None:
-        fix = (_read_only(h),)
-        _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
-        return
-    said = _SAID.get((h.name, why))
+    said = _SAID.get((to, why)) if names is None else None  # (to: a registered destination, hashable)
     if said is None:
+        h = resolve(to)
+        if names is not None:
+            fix = (_read_only(h),)
+            _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
+            return
         p = _plan(cast(Tensor, t), h, None, "copy", why)
         unasked = p.unasked
         said = (f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind, p.fixes)
         if not why & ~_SAID_ONCE:
-            _SAID[(h.name, why)] = said
+            if len(_SAID) >= 256:
+                _SAID.clear()
+            _SAID[(to, why)] = said
     warnings.warn(CopyWarning(*said), stacklevel=_stacklevel())
 
 
