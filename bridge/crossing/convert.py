@@ -15,7 +15,7 @@ import dataclasses
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from types import MappingProxyType
 from typing import Literal, NamedTuple, TypeVar, cast
 
@@ -654,11 +654,14 @@ class Leaf:
     w: Wants
     to: object
 
-    def again(self, unit: object) -> object:
-        """``convert(unit, to)`` with this call's arguments: a unit made here
-        (a table's columns, as a dict) through convert itself, whose C loop
-        takes a batch whose every array holds as it is."""
+    def again(self, unit: object, columns: list[Hashable] | None = None) -> object:
+        """``convert(unit, to)`` with this call's arguments (and ``columns``):
+        a unit made here (a table's columns, as a dict) or read here (a
+        stream's batch) through convert itself, whose C engine takes a batch
+        or a table in one pass."""
         kw: dict[str, object] = {}
+        if columns is not None:
+            kw["columns"] = columns
         if self.copy is not None:
             kw["copy"] = self.copy
         if self.readonly != "copy":

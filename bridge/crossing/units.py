@@ -551,6 +551,8 @@ class Batches(Iterator[Any]):
 
     def __next__(self) -> Any:
         batch = next(self._source)
+        if is_table(batch) and not self._stack:  # the whole batch through convert's C engine, as a table
+            return self._leaf.again(batch, self._columns)
         if is_table(batch):
             return convert_table(batch, self._leaf, self._columns, self._stack)
         if isinstance(batch, Mapping) and not self._stack and self._columns is None:  # read_ipc(batches=True)'s

@@ -405,12 +405,44 @@ static int copy_columns(const bridge_arrow_values *cols, planned *pl, Py_ssize_t
   return 0;
 }
 
-/* The names of the columns planned VALUES_COPIED, out of all n (a new list). */
-static PyObject *copied_names(PyObject *names, const planned *pl, Py_ssize_t n) {
+/* The names of the columns planned VALUES_COPIED, of the k at `idx` (a new list). */
+static PyObject *copied_names(PyObject *names, const planned *pl, const Py_ssize_t *idx, Py_ssize_t k) {
   PyObject *copied = PyList_New(0);
-  for (Py_ssize_t i = 0; copied != NULL && i < n; i++)
-    if (pl[i].how == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, i)) < 0) Py_CLEAR(copied);
+  for (Py_ssize_t c = 0; copied != NULL && c < k; c++)
+    if (pl[idx[c]].how == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, idx[c])) < 0)
+      Py_CLEAR(copied);
   return copied;
+}
+
+/* The positions of the `chosen` columns (a list or tuple of str; NULL: all
+ * n) among `names`, in idx (room for max(n, len(chosen))): their count, or
+ * -1 when the general path must say or decide it (a name the table lacks
+ * or has twice, a name chosen twice, a label that is not a str). */
+static Py_ssize_t chosen_columns(PyObject *names, Py_ssize_t n, PyObject *chosen, Py_ssize_t *idx) {
+  if (chosen == NULL) {
+    for (Py_ssize_t i = 0; i < n; i++) idx[i] = i;
+    return n;
+  }
+  Py_ssize_t k = PySequence_Fast_GET_SIZE(chosen);
+  for (Py_ssize_t c = 0; c < k; c++) {
+    PyObject *want = PySequence_Fast_GET_ITEM(chosen, c);
+    if (!PyUnicode_CheckExact(want)) return -1;
+    idx[c] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+      int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), want);
+      if (eq == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+      }
+      if (eq != 0) continue;
+      if (idx[c] >= 0) return -1; /* the table has it twice */
+      idx[c] = i;
+    }
+    if (idx[c] < 0) return -1;
+    for (Py_ssize_t e = 0; e < c; e++)
+      if (idx[e] == idx[c]) return -1;
+  }
+  return k;
 }
 
 /* A table (bridge_arrow_columns_of) as a dict of column name -> the
@@ -420,25 +452,30 @@ static PyObject *copied_names(PyObject *names, const planned *pl, Py_ssize_t n) 
  * column). Columns whose memory overlaps are the general path's too: they
  * are copied as one region there, so they still share memory after. */
 static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
-                          PyObject *kwnames) {
+                          PyObject *kwnames, PyObject *chosen) {
   PyObject *names;
   bridge_arrow_values *cols;
   Py_ssize_t n;
   int got = bridge_arrow_columns_of(obj, &names, &cols, &n);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
-  for (Py_ssize_t i = 0; i < n; i++) BUMP(STAT_CONVERT_READS); /* a column each */
   int share = sharing(args, nargsf, kwnames), copy = !share && kwnames != batch_marker;
-  /* the plans, then the extents of the columns to copy, in one block */
-  planned *pl = PyMem_Calloc((size_t)n + 1, sizeof(planned) + sizeof(extent));
-  extent *ext = pl ? (extent *)(pl + n + 1) : NULL;
+  Py_ssize_t room = chosen && PySequence_Fast_GET_SIZE(chosen) > n ? PySequence_Fast_GET_SIZE(chosen) : n;
+  /* the plans, then the extents of the columns to copy, then the chosen positions, in one block */
+  planned *pl = PyMem_Calloc((size_t)room + 1, sizeof(planned) + sizeof(extent) + sizeof(Py_ssize_t));
+  extent *ext = pl ? (extent *)(pl + room + 1) : NULL;
+  Py_ssize_t *idx = pl ? (Py_ssize_t *)(ext + room + 1) : NULL;
   PyObject *out = NULL;
   int fallback = 0;
-  Py_ssize_t ncopied = 0;
+  Py_ssize_t ncopied = 0, k = 0;
   if (pl == NULL) {
     PyErr_NoMemory();
     goto done;
   }
-  for (Py_ssize_t i = 0; !fallback && i < n; i++) {
+  k = chosen_columns(names, n, chosen, idx);
+  fallback = k < 0;
+  for (Py_ssize_t c = 0; !fallback && c < k; c++) BUMP(STAT_CONVERT_READS); /* a column each */
+  for (Py_ssize_t c = 0; !fallback && c < k; c++) {
+    Py_ssize_t i = idx[c];
     uint32_t why;
     pl[i].how = values_plan(d, &cols[i], share, copy, &why);
     if (pl[i].how == VALUES_COPIED) {
@@ -451,7 +488,8 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
   if (fallback || (ncopied > 1 && any_overlap(ext, ncopied))) goto done;
   if (ncopied > 0 && copy_columns(cols, pl, n) < 0) goto done;
   out = PyDict_New();
-  for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+  for (Py_ssize_t c = 0; out != NULL && c < k; c++) {
+    Py_ssize_t i = idx[c];
     int copied = pl[i].how == VALUES_COPIED;
     PyObject *col = values_hand(d, copied ? pl[i].owner : cols[i].guard, copied ? pl[i].data : (char *)cols[i].data,
                                 cols[i].dtype, cols[i].length, pl[i].how == VALUES_AS_IS);
@@ -459,11 +497,11 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
     Py_XDECREF(col);
     if (rc < 0) Py_CLEAR(out);
   }
-  if (out != NULL && PyDict_GET_SIZE(out) != n) /* a name twice: the general path says which */
+  if (out != NULL && PyDict_GET_SIZE(out) != k) /* a name twice: the general path says which */
     Py_CLEAR(out);
   if (out != NULL && ncopied > 0) {
-    PyObject *copied = copied_names(names, pl, n);
-    if (copied == NULL || warn_copied(args[1], J_READONLY, NULL, copied, n) < 0) Py_CLEAR(out);
+    PyObject *copied = copied_names(names, pl, idx, k);
+    if (copied == NULL || warn_copied(args[1], J_READONLY, NULL, copied, k) < 0) Py_CLEAR(out);
     Py_XDECREF(copied);
   }
 done:
@@ -528,7 +566,8 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
       /* Arrow (pyarrow, nanoarrow, polars): a plain primitive array is read
        * here; bit-packed bools, nulls, chunks, nested types go to the general
        * path, which names the fix or the refusal */
-      return bridge_arrow_is_table(tp) ? table_to(d, obj, args, nargsf, kwnames) : arrow_to(d, obj, args, nargsf, kwnames);
+      return bridge_arrow_is_table(tp) ? table_to(d, obj, args, nargsf, kwnames, NULL)
+                                       : arrow_to(d, obj, args, nargsf, kwnames);
     } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
       /* a jax array on the host: its buffer (the buffer protocol waits for the
        * array to be computed, as its __dlpack__ does; read-only), without
@@ -899,6 +938,24 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
      * pass below; the rest is the general path's, which reads them (and binds the
      * call itself) */
     PyTypeObject *tp = Py_TYPE(pos[0]);
+    PyObject *chosen = ask[ASK_COLUMNS];
+    int plain_policy = (kw[0] == NULL || kw[0] == Py_None) &&
+                       (kw[1] == NULL || kw[1] == str_copy_value || kw[1] == str_share_value);
+    if (chosen && !moved && plain_policy && !ask[ASK_DTYPE] && !ask[ASK_DEVICE] && !ask[ASK_CONTIGUOUS] &&
+        !ask[ASK_WRITABLE] && !ask[ASK_STACK] && (PyList_CheckExact(chosen) || PyTuple_CheckExact(chosen)) &&
+        bridge_arrow_is_table(tp)) {
+      /* a table's columns= on the same pass as the table (a name it lacks or has twice: the general path's words) */
+      PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, pos[1]);
+      if (cap == NULL || cap == Py_None) {
+        PyErr_Clear();
+        return slow_call(args, nargsf, kwnames);
+      }
+      Py_INCREF(cap);
+      const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+      PyObject *out = d ? table_to(d, pos[0], args, nargsf, kwnames, chosen) : NULL;
+      Py_DECREF(cap);
+      return out;
+    }
     int one = !moved && !ask[ASK_COLUMNS] && !ask[ASK_STACK] && tp != &PyDict_Type && tp != &PyList_Type &&
               tp != &PyTuple_Type && !bridge_arrow_is_table(tp) && (kw[0] == NULL || kw[0] == Py_None || kw[0] == Py_True) &&
               (kw[1] == NULL || kw[1] == str_copy_value || kw[1] == str_share_value);
