@@ -146,6 +146,22 @@ mermaid_version = MERMAID_VERSION
 # without a docstring (the dtype objects, the constants).
 
 
+def _written_signature(obj: object) -> str:
+    """The text signature of a C function whose defaults inspect cannot read
+    (an object, as ``bridge.empty``'s ``memory_format=bridge.contiguous_format``),
+    for autodoc to show as written; "" for every other callable (autodoc reads it)."""
+    import inspect
+
+    text = getattr(obj, "__text_signature__", None)
+    if not inspect.isbuiltin(obj) or not text:
+        return ""
+    try:
+        inspect.signature(obj)
+    except ValueError:
+        return text
+    return ""
+
+
 def _api_rst(modname: str) -> list[str]:
     """reStructuredText documenting every name of ``modname.__all__``, grouped by kind."""
     import importlib
@@ -169,7 +185,7 @@ def _api_rst(modname: str) -> list[str]:
                 "pytest fixtures" if type(obj).__name__ == "FixtureFunctionDefinition"
                 else "pytest hooks" if name.startswith("pytest_") else "Functions"
             )
-            groups[group] += [f".. autofunction:: {name}", ""]
+            groups[group] += [f".. autofunction:: {name}{_written_signature(obj)}", ""]
         else:
             value = repr(obj)
             value = value if len(value) <= 70 else value[:67] + "..."

@@ -45,7 +45,8 @@ import bridge
 def core_rows() -> list[Row]:
     """The everyday core operations, per call, side by side (issue 10's rows).
     Targets: bridge at most 1.0x torch on every row; the metadata-only views
-    at most 3x NumPy as well."""
+    at most 3x NumPy as well, empty(16) and zeros(16) at most 1.0x NumPy
+    (issue 45: C functions, cdefs/core/values.c)."""
     shape = (4, 8, 16)
     t = bridge.arange(4 * 8 * 16, dtype=bridge.float32).reshape(shape)
     a = np.arange(4 * 8 * 16, dtype=np.float32).reshape(shape)
@@ -104,7 +105,8 @@ def core_rows() -> list[Row]:
     for group, extra in ((view, (("numpy", 3.0),)), (other, ())):
         for name, b, n, th in group:
             th = th if tt is not None else None
-            rows.append(Row(name, b, n, th, target=1.0, target_vs="torch", more_targets=extra,
+            more = extra + ((("numpy", 1.0),) if name in ("empty(16)", "zeros(16)") else ())
+            rows.append(Row(name, b, n, th, target=1.0, target_vs="torch", more_targets=more,
                             check=same(b, n, th, "empty" not in name) if "=" not in name else None))  # fmt: skip
     return rows
 

@@ -43,6 +43,8 @@ WRONG = [
     "assert_type(t.__dlpack__(), Any)",
     "assert_type(bridge.from_numpy(np.zeros(3)), Any)",
     "assert_type(bridge.from_dlpack(np.zeros(3)), Any)",
+    "assert_type(bridge.empty(2, 3), Any)",
+    "assert_type(bridge.zeros(2), Any)",
     "assert_type(bridge.from_arrow(pa.array([1])), Any)",
     "assert_type(bridge.from_arrow(pa.array([1]), with_mask=True), bridge.Tensor)",
     "assert_type(bridge.arrow.to_array(t), Any)",

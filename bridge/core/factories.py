@@ -63,24 +63,46 @@ def _new(
 ) -> Tensor:
     the_dtype: dtype = _dtypes.float32 if dt is None else dt if type(dt) is dtype else _dtypes.get_dtype(dt)
     if dev is None and fmt is contiguous_format:
-        out: Tensor = _C.new_empty(size, the_dtype, zeroed)  # the common call, all in C
+        out: Tensor = _C.new_empty(size, the_dtype, zeroed)  # all in C from here
         return out
     _cpu_only(dev)
     shape = _shape_of(size)
     return _empty(shape, the_dtype, _layout_strides(shape, S.contiguous_strides(shape), fmt), zeroed)
 
 
-def empty(
+def _empty_general(
     *size: Any, dtype: Any = None, device: Any = None, memory_format: memory_format = contiguous_format
 ) -> Tensor:
     """An uninitialised tensor of ``size`` (default dtype float32) in new 64-byte
-    aligned memory, laid out as ``memory_format``."""
+    aligned memory, laid out as ``memory_format``.
+
+    The general path of :func:`empty`: what its C path does not finish (other
+    dtype spellings, devices and layouts, and every error of those) comes here
+    as it was called."""
     return _new(size, dtype, device, memory_format)
 
 
-def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor of ``size`` filled with zeros (default dtype float32)."""
+def _zeros_general(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of ``size`` filled with zeros (default dtype float32).
+
+    The general path of :func:`zeros`, as ``_empty_general`` is of :func:`empty`."""
     return _new(size, dtype, device, zeroed=True)
+
+
+# Python's own errors for the call (an unexpected keyword argument) name the
+# function by its __qualname__: the name the caller called.
+_empty_general.__name__ = _empty_general.__qualname__ = "empty"
+_zeros_general.__name__ = _zeros_general.__qualname__ = "zeros"
+_C._register("empty_slow", _empty_general)
+_C._register("zeros_slow", _zeros_general)
+
+#: ``bridge.empty`` and ``bridge.zeros`` themselves: C (``py_empty`` and
+#: ``py_zeros`` in ``cdefs/core/values.c``), their contract in their
+#: docstrings. The common call (sizes as ints or one sequence, dtype None or a
+#: bridge dtype, device None or "cpu", contiguous_format) is C's from the
+#: arguments to the tensor; the general paths above take every other call.
+empty = _C.empty
+zeros = _C.zeros
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:

@@ -224,8 +224,12 @@ int bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
 /* Resolve the one -1 of shape so that it holds numel elements; ValueError. */
 int bridge_infer_size(int n, int64_t *shape, int64_t numel);
 
-/* Parse a Python sequence of ints (or *args of ints) into dims; -1 on error. */
+/* Parse a Python sequence of ints into dims (TypeError naming `what` for a
+ * non-int or a bool; ValueError past `max` dims or past int64); returns the
+ * number of dims or -1. */
 int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what);
+/* The same rules over a call's positional arguments (f(2, 3)). */
+int bridge_parse_dim_args(PyObject *const *args, Py_ssize_t n, int64_t *out, int max, const char *what);
 /* Parse a shape (sizes >= 0) and, unless strides_obj is NULL, strides of the
  * same length; returns ndim or -1 (TypeError/ValueError). */
 int bridge_parse_geometry(PyObject *shape_obj, PyObject *strides_obj, int64_t *shape,

@@ -236,7 +236,7 @@ static int check_geometry(StorageObject *storage, DTypeObject *dtype, int ndim,
       return -1;
     }
   }
-  int64_t lo, hi, cap = storage->nbytes / dtype->itemsize, hi_bytes;
+  int64_t lo, hi, hi_bytes;
   if (bridge_view_extent(ndim, shape, strides, offset, &lo, &hi) < 0) {
     PyErr_SetString(exc, "the tensor's shape and strides overflow a 64-bit range of elements");
     return -1;
@@ -248,9 +248,11 @@ static int check_geometry(StorageObject *storage, DTypeObject *dtype, int ndim,
     PyErr_Format(exc, "storage offset must be non-negative, got %lld", (long long)offset);
     return -1;
   }
-  if (empty ? (mode == GEOM_USER && offset > cap)
+  /* the storage's size in elements: a division, made only where it is read */
+  if (empty ? (mode == GEOM_USER && offset > storage->nbytes / dtype->itemsize)
             : (lo < 0 || __builtin_mul_overflow(hi, (int64_t)dtype->itemsize, &hi_bytes) ||
                hi_bytes > storage->nbytes)) {
+    int64_t cap = storage->nbytes / dtype->itemsize;
     char s[512], st[512];
     format_dims(s, sizeof s, ndim, shape);
     format_dims(st, sizeof st, ndim, strides);
@@ -283,7 +285,14 @@ PyObject *bridge_tensor_new(StorageObject *storage, DTypeObject *dtype, int ndim
   TensorObject *t = (TensorObject *)bridge_tensor_class->tp_alloc(bridge_tensor_class, 0);
   if (t == NULL) return NULL;
   t->shape = t->strides = t->inline_dims;
-  if (set_dims(t, ndim, shape, strides) < 0) {
+  if (ndim <= BRIDGE_INLINE_NDIM) { /* a new tensor's own inline dims: none to retire, none to alias */
+    for (int i = 0; i < ndim; i++) {
+      t->inline_dims[i] = shape[i];
+      t->inline_dims[ndim + i] = strides[i];
+    }
+    t->ndim = ndim;
+    t->strides = t->inline_dims + ndim;
+  } else if (set_dims(t, ndim, shape, strides) < 0) {
     Py_DECREF(t);
     return NULL;
   }
@@ -321,6 +330,36 @@ int bridge_tensor_check_bounds(TensorObject *t, PyObject *exc) {
 
 /* ------------------------------------------------------ Python helpers */
 
+/* One size: 0 (in *out), -1 with the error (`what` names the value), or 1
+ * when v is not an int (bools included), for the caller to name the whole
+ * sequence. An exact int runs no Python code; any other runs its __index__. */
+static int parse_dim(PyObject *v, int64_t *out, const char *what) {
+  int overflow = 0;
+  if (PyLong_CheckExact(v)) {
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+      PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, v);
+      return -1;
+    }
+    *out = x;
+    return 0;
+  }
+  if (PyBool_Check(v) || !PyIndex_Check(v)) return 1;
+  PyObject *idx = PyNumber_Index(v);
+  if (idx == NULL) return -1;
+  long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
+  if (overflow) PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, idx);
+  Py_DECREF(idx);
+  if (overflow || (x == -1 && PyErr_Occurred())) return -1;
+  *out = x;
+  return 0;
+}
+
+static int too_many_dims(Py_ssize_t n, int max, const char *what) {
+  PyErr_Format(PyExc_ValueError, "%s has %zd entries; a tensor has at most %d dimensions", what, n, max);
+  return -1;
+}
+
 int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
   PyObject *fast = PySequence_Check(seq) ? PySequence_Fast(seq, what) : NULL;
   if (fast == NULL) {
@@ -328,38 +367,48 @@ int bridge_parse_dims(PyObject *seq, int64_t *out, int max, const char *what) {
     PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, seq);
     return -1;
   }
+  /* A list whose items are not all exact ints is read from a snapshot of its
+   * items (as the Python layer's tuple(list)): an item's __index__ may change
+   * the list, and move or free the array the items were read from. */
+  for (Py_ssize_t i = 0; PyList_Check(fast) && i < PyList_GET_SIZE(fast); i++)
+    if (!PyLong_CheckExact(PyList_GET_ITEM(fast, i))) {
+      Py_SETREF(fast, PyList_AsTuple(fast));
+      if (fast == NULL) return -1;
+    }
   Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
   if (n > max) {
     Py_DECREF(fast);
-    PyErr_Format(PyExc_ValueError, "%s has %zd entries; a tensor has at most %d dimensions", what,
-                 n, max);
-    return -1;
+    return too_many_dims(n, max, what);
   }
   PyObject **items = PySequence_Fast_ITEMS(fast);
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *v = items[i];
-    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+    int rc = parse_dim(items[i], &out[i], what);
+    if (rc == 0) continue;
+    if (rc > 0) {
       PyObject *tup = PySequence_Tuple(fast);
       PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, tup ? tup : seq);
       Py_XDECREF(tup);
-      Py_DECREF(fast);
-      return -1;
     }
-    int overflow = 0;
-    PyObject *idx = PyNumber_Index(v);
-    long long x = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
-    if (idx != NULL && overflow) {
-      PyErr_Format(PyExc_ValueError, "%s %R does not fit in a 64-bit integer", what, idx);
-      x = -1;
-    }
-    Py_XDECREF(idx);
-    if (PyErr_Occurred()) {
-      Py_DECREF(fast);
-      return -1;
-    }
-    out[i] = x;
+    Py_DECREF(fast);
+    return -1;
   }
   Py_DECREF(fast);
+  return (int)n;
+}
+
+int bridge_parse_dim_args(PyObject *const *args, Py_ssize_t n, int64_t *out, int max, const char *what) {
+  if (n > max) return too_many_dims(n, max, what);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int rc = parse_dim(args[i], &out[i], what);
+    if (rc == 0) continue;
+    if (rc > 0) { /* named as the tuple of the arguments, as bridge_parse_dims names a tuple */
+      PyObject *tup = PyTuple_New(n);
+      for (Py_ssize_t j = 0; tup != NULL && j < n; j++) PyTuple_SET_ITEM(tup, j, Py_NewRef(args[j]));
+      if (tup != NULL) PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, got %R", what, tup);
+      Py_XDECREF(tup);
+    }
+    return -1;
+  }
   return (int)n;
 }
 

@@ -22,6 +22,8 @@ static const struct {
     [UP_IS_CONTIGUOUS_SLOW] = {"is_contiguous_slow", CALLABLE},
     [UP_RESHAPE_COPY] = {"reshape_copy", CALLABLE},
     [UP_VIEW_DTYPE] = {"view_dtype", CALLABLE},
+    [UP_EMPTY_SLOW] = {"empty_slow", CALLABLE},
+    [UP_ZEROS_SLOW] = {"zeros_slow", CALLABLE},
     [UP_NDARRAY] = {"ndarray", TYPE},
     [UP_NUMPY_SLOW] = {"numpy_slow", CALLABLE},
     [UP_ARROW_EXPORT] = {"arrow_export", CALLABLE},

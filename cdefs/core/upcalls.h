@@ -19,6 +19,8 @@ typedef enum {
   /* what the C fast paths of Tensor fall back on: (tensor, *args) */
   UP_GETITEM_SLOW, UP_SETITEM_SLOW, UP_ITEM_SLOW, UP_TOLIST_SLOW, UP_CLONE_SLOW,
   UP_IS_CONTIGUOUS_SLOW, UP_RESHAPE_COPY, UP_VIEW_DTYPE,
+  /* what the C factories (bridge.empty, bridge.zeros) fall back on: the call as it came */
+  UP_EMPTY_SLOW, UP_ZEROS_SLOW,
   /* interop policies and hooks the core reaches without importing interop */
   UP_NDARRAY,            /* numpy.ndarray (bridge.interop.numpy) */
   UP_NUMPY_SLOW,         /* from_numpy for what NumPy's DLPack export refuses */

@@ -276,20 +276,12 @@ static PyObject *tensor_clone(TensorObject *t, PyObject *const *args, Py_ssize_t
 
 /* ---------------------------------------------------------- factories */
 
-/* new_empty(size, dtype, zeroed): a contiguous tensor in fresh memory. */
-static PyObject *py_new_empty(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 3 || !DType_Check(args[1]))
-    return PyErr_Format(PyExc_TypeError, "new_empty(size, dtype, zeroed)");
-  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
-  int n;
-  PyObject *size = args[0];
-  if (PyTuple_Check(size) && PyTuple_GET_SIZE(size) == 1 && !PyIndex_Check(PyTuple_GET_ITEM(size, 0)))
-    size = PyTuple_GET_ITEM(size, 0); /* empty((2, 3)) as well as empty(2, 3) */
-  n = bridge_parse_dims(size, shape, BRIDGE_MAX_NDIM, "size");
-  if (n < 0) return NULL;
-  DTypeObject *dt = (DTypeObject *)args[1];
-  int64_t numel = 1, nbytes;
+/* A contiguous tensor of `shape` in fresh, 64-byte aligned host memory
+ * (zero-filled when zeroed). ValueError for a negative size, a tensor past
+ * the bytes a storage addresses, and contiguous strides past int64 (only an
+ * empty tensor's can be: a tensor that fits has strides below its size). */
+static PyObject *new_contiguous(int n, const int64_t *shape, DTypeObject *dt, int zeroed) {
+  int64_t numel = 1, nbytes, strides[BRIDGE_MAX_NDIM];
   for (int i = 0; i < n; i++) {
     if (shape[i] < 0)
       return PyErr_Format(PyExc_ValueError, "negative dimension %lld in size", (long long)shape[i]);
@@ -313,14 +305,129 @@ static PyObject *py_new_empty(PyObject *mod, PyObject *const *args, Py_ssize_t n
     Py_XDECREF(total);
     return NULL;
   }
-  int zeroed = PyObject_IsTrue(args[2]);
-  if (zeroed < 0) return NULL;
+  if (bridge_contiguous_strides(n, shape, strides) < 0) { /* _C.contiguous_strides's words */
+    PyObject *tup = bridge_dims_tuple(n, shape);
+    if (tup != NULL)
+      PyErr_Format(PyExc_ValueError, "the contiguous strides of size %R do not fit in a 64-bit integer", tup);
+    Py_XDECREF(tup);
+    return NULL;
+  }
   StorageObject *s = bridge_storage_alloc(nbytes, zeroed);
   if (s == NULL) return NULL;
-  bridge_contiguous_strides(n, shape, strides);
   PyObject *out = bridge_tensor_new(s, dt, n, shape, strides, 0, GEOM_USER);
   Py_DECREF(s);
   return out;
+}
+
+/* new_empty(size, dtype, zeroed): a contiguous tensor in fresh memory. */
+static PyObject *py_new_empty(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !DType_Check(args[1]))
+    return PyErr_Format(PyExc_TypeError, "new_empty(size, dtype, zeroed)");
+  int64_t shape[BRIDGE_MAX_NDIM];
+  PyObject *size = args[0];
+  if (PyTuple_Check(size) && PyTuple_GET_SIZE(size) == 1 && !PyIndex_Check(PyTuple_GET_ITEM(size, 0)))
+    size = PyTuple_GET_ITEM(size, 0); /* empty((2, 3)) as well as empty(2, 3) */
+  int n = bridge_parse_dims(size, shape, BRIDGE_MAX_NDIM, "size");
+  if (n < 0) return NULL;
+  int zeroed = PyObject_IsTrue(args[2]);
+  if (zeroed < 0) return NULL;
+  return new_contiguous(n, shape, (DTypeObject *)args[1], zeroed);
+}
+
+/* bridge.empty and bridge.zeros. The C path takes the common call: sizes
+ * as ints or one sequence of them, dtype None or a bridge dtype, device None
+ * or "cpu", memory_format contiguous_format (empty). Every other call (other
+ * dtype spellings and devices, the other layouts, an unknown keyword) goes
+ * as it came to the Python general path (the up-calls empty_slow and
+ * zeros_slow: bridge/core/factories.py), whose errors are the reference. */
+static PyObject *str_dtype, *str_device, *str_memory_format;
+
+static PyObject *factory_general(int zeroed, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *fn = bridge_upcall(zeroed ? UP_ZEROS_SLOW : UP_EMPTY_SLOW);
+  return fn != NULL ? PyObject_Vectorcall(fn, args, (size_t)nargsf, kwnames) : NULL;
+}
+
+/* device="cpu" goes the general path's other way (bridge/core/factories.py
+ * _new: the sizes read by strides.as_shape, checked by Python), which reads
+ * some sizes differently from the C parser and words its errors otherwise.
+ * So C takes it only where both agree: exact ints within int64, given as
+ * arguments or as one tuple or list (or a tuple subclass that iterates as a
+ * tuple: torch.Size), for a tensor that fits; -1 for the general path. */
+static int plain_dims(PyObject *const *args, Py_ssize_t nargs, int itemsize, int64_t *shape) {
+  PyObject *const *items = args;
+  Py_ssize_t n = nargs;
+  if (nargs == 1 && !PyLong_CheckExact(args[0])) {
+    PyObject *seq = args[0];
+    int tuple = PyTuple_CheckExact(seq) || PyList_CheckExact(seq) ||
+                (PyTuple_Check(seq) && Py_TYPE(seq)->tp_iter == PyTuple_Type.tp_iter && !PyIndex_Check(seq));
+    if (!tuple) return -1;
+    items = PySequence_Fast_ITEMS(seq);
+    n = PySequence_Fast_GET_SIZE(seq);
+  }
+  if (n > BRIDGE_MAX_NDIM) return -1;
+  int64_t numel = 1, nbytes, strides[BRIDGE_MAX_NDIM];
+  for (Py_ssize_t i = 0; i < n; i++) { /* exact ints: no Python code runs, a list stays as it is */
+    int overflow = 0;
+    if (!PyLong_CheckExact(items[i])) return -1;
+    long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+    if (overflow || x < 0 || __builtin_mul_overflow(numel, (int64_t)x, &numel)) return -1;
+    shape[i] = x;
+  }
+  if (__builtin_mul_overflow(numel, (int64_t)itemsize, &nbytes) ||
+      bridge_contiguous_strides((int)n, shape, strides) < 0)
+    return -1;
+  return (int)n;
+}
+
+static PyObject *factory(int zeroed, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *dtype = Py_None, *device = Py_None, *format = NULL;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    /* a name in the source is interned: the same object; one made at run time is compared */
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i),
+             **slot = name == str_dtype ? &dtype : name == str_device ? &device : name == str_memory_format ? &format : NULL;
+    if (slot == NULL && PyUnicode_Check(name))
+      slot = PyUnicode_Compare(name, str_dtype) == 0    ? &dtype
+             : PyUnicode_Compare(name, str_device) == 0 ? &device
+             : PyUnicode_Compare(name, str_memory_format) == 0 ? &format
+                                                                : NULL;
+    if (slot == NULL || (zeroed && slot == &format)) /* zeros has no memory_format */
+      return factory_general(zeroed, args, nargsf, kwnames); /* Python's own TypeError */
+    *slot = args[nargs + i];
+  }
+  /* float32: the default; its class, bridge.dtype, is every bridge dtype's
+   * (an exact match, as the general path's fast test). Kept once found: the
+   * registry holds it for good (a dtype is never replaced). */
+  static DTypeObject *f32;
+  if (f32 == NULL) f32 = bridge_dtype_from_dlpack(kDLFloat, 32, 1);
+  DTypeObject *dt = dtype == Py_None ? f32 : f32 != NULL && Py_TYPE(dtype) == Py_TYPE(f32) ? (DTypeObject *)dtype : NULL;
+  int cpu = device != Py_None;
+  if (dt == NULL || (cpu && !(PyUnicode_CheckExact(device) && PyUnicode_CompareWithASCIIString(device, "cpu") == 0)) ||
+      (format != NULL && format != bridge_upcall_peek(UP_CONTIGUOUS_FORMAT)))
+    return factory_general(zeroed, args, nargsf, kwnames);
+  int64_t shape[BRIDGE_MAX_NDIM];
+  int n;
+  if (cpu) {
+    n = plain_dims(args, nargs, dt->itemsize, shape);
+    if (n < 0) return factory_general(zeroed, args, nargsf, kwnames);
+  } else {
+    /* empty((2, 3)) as well as empty(2, 3): one argument that is not an int is the sequence */
+    n = nargs == 1 && !PyIndex_Check(args[0]) ? bridge_parse_dims(args[0], shape, BRIDGE_MAX_NDIM, "size")
+                                              : bridge_parse_dim_args(args, nargs, shape, BRIDGE_MAX_NDIM, "size");
+    if (n < 0) return NULL;
+  }
+  return new_contiguous(n, shape, dt, zeroed);
+}
+
+static PyObject *py_empty(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  (void)mod;
+  return factory(0, args, nargsf, kwnames);
+}
+
+static PyObject *py_zeros(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  (void)mod;
+  return factory(1, args, nargsf, kwnames);
 }
 
 PyMethodDef bridge_value_methods[] = {
@@ -336,11 +443,41 @@ PyMethodDef bridge_value_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The contract of both factories after their first paragraph (which is the
+ * docstring of their general path in bridge/core/factories.py): the
+ * arguments, then the errors. */
+#define FACTORY_ARGS                                                                                  \
+  "size: ints, or one sequence of ints (a tuple, list or torch.Size); no size gives a 0-d tensor.\n" \
+  "dtype: a bridge dtype or any spelling bridge.get_dtype reads (a name, a NumPy or torch dtype,\n"  \
+  "Python's bool, int, float, complex); None is float32. device: None or the CPU (bridge\n"          \
+  "allocates only host memory)."
+#define FACTORY_RAISES                                                                                \
+  "Raises TypeError for a size that is not an int (a float, a str, a nested sequence), an unknown\n" \
+  "dtype and an unknown keyword; ValueError for a negative size, more than 64 dimensions, a size\n"  \
+  "past int64, a tensor of more than 2**63 - 1 bytes, an unknown device and a NumPy dtype of\n"      \
+  "non-native byte order; RuntimeError for a device other than the CPU."
+
 static PyMethodDef value_functions[] = {
     {"new_empty", (PyCFunction)(void (*)(void))py_new_empty, METH_FASTCALL,
      "new_empty(size, dtype, zeroed, /)\n--\n\nA contiguous tensor in fresh, 64-byte aligned "
      "host memory (zero-filled when zeroed)."},
+    {"empty", (PyCFunction)(void (*)(void))py_empty, METH_FASTCALL | METH_KEYWORDS,
+     "empty(*size, dtype=None, device=None, memory_format=bridge.contiguous_format)\n--\n\n"
+     "An uninitialised tensor of ``size`` (default dtype float32) in new 64-byte\n"
+     "aligned memory, laid out as ``memory_format``.\n\n" FACTORY_ARGS "\n"
+     "memory_format: contiguous_format (row-major), channels_last (a 4-d size; ValueError\n"
+     "otherwise), channels_last_3d (5-d) or preserve_format (row-major here); TypeError for\n"
+     "anything else.\n\n" FACTORY_RAISES},
+    {"zeros", (PyCFunction)(void (*)(void))py_zeros, METH_FASTCALL | METH_KEYWORDS,
+     "zeros(*size, dtype=None, device=None)\n--\n\n"
+     "A tensor of ``size`` filled with zeros (default dtype float32).\n\n" FACTORY_ARGS "\n\n"
+     FACTORY_RAISES},
     {NULL, NULL, 0, NULL},
 };
 
-int bridge_values_init(PyObject *mod) { return PyModule_AddFunctions(mod, value_functions); }
+int bridge_values_init(PyObject *mod) {
+  if (!(str_dtype = PyUnicode_InternFromString("dtype")) || !(str_device = PyUnicode_InternFromString("device")) ||
+      !(str_memory_format = PyUnicode_InternFromString("memory_format")))
+    return -1;
+  return PyModule_AddFunctions(mod, value_functions);
+}

@@ -52,6 +52,11 @@ assert_type(t.type(), str)
 assert_type(t.type(bridge.float64), bridge.Tensor)
 assert_type(t.is_contiguous(), bool)
 
+# bridge.empty and bridge.zeros are C functions (cdefs/core/values.c), typed by bridge/_C.pyi.
+assert_type(bridge.empty(2, 3), bridge.Tensor)
+assert_type(bridge.empty((2, 3), dtype=bridge.int8, device="cpu", memory_format=bridge.contiguous_format), bridge.Tensor)
+assert_type(bridge.zeros([2, 3], dtype="float64"), bridge.Tensor)
+
 # bridge.convert: a type as the destination types the result; a module or a name gives an object.
 assert_type(bridge.convert(np.zeros(3), np.ndarray), np.ndarray[Any, Any])
 assert_type(bridge.convert(np.zeros(3), bridge.Tensor), bridge.Tensor)
