@@ -145,6 +145,7 @@ def test_a_same_library_call_returns_its_input(name: str, make: Callable[[], Any
     assert counts == (1, 1, 0) and said == []
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_a_same_library_call_that_needs_a_fix_makes_it() -> None:
     """The judgement gates the identity: a torch complex128 aligned to 8 bytes
     (which torch's kernels crash on) is copied aligned; a NumPy array of
@@ -173,3 +174,50 @@ def test_a_torch_tensor_that_requires_grad_is_refused_even_into_torch() -> None:
     p = torch.nn.Parameter(torch.ones(3))
     with pytest.raises(BufferError, match="require"):
         bridge.convert(p, torch)
+
+
+# ------------------------------------------------------------------ asks, tables, streams
+
+
+def test_asks_are_made_in_one_copy_on_the_one_pass() -> None:
+    """copy=True, a cast, row-major and writable memory: the asks read by
+    Python once per kind of call (the convert_asks up-call, its answer
+    remembered), the one copy made by the C engine."""
+    a64 = np.arange(256, dtype=np.float64)
+    for kw, dtype in ((dict(copy=True), torch.float64), (dict(dtype=torch.float32), torch.float32),
+                      (dict(dtype="float16", contiguous=True), torch.float16)):  # fmt: skip
+        with spy() as calls:
+            out, counts, said = counted(lambda kw=kw: bridge.convert(a64[::-1], torch, **kw))  # type: ignore[arg-type]
+        assert calls == [] and said == [], kw
+        assert counts[:2] == (1, 1) and counts[2] == (0 if "copy" in kw else 1), (kw, counts)
+        assert out.dtype == dtype and out.is_contiguous()
+        np.testing.assert_array_equal(out.numpy(), a64[::-1].astype(out.numpy().dtype))
+    ro = _read_only(A)
+    out, counts, said = counted(lambda: bridge.convert(ro, torch, writable=True))
+    assert counts == (1, 1, 1) and said == [] and out.data_ptr() != ro.ctypes.data
+    out[0] = 5.0
+    assert ro[0] == 0.0  # a copy: the source is never written
+
+
+def test_a_tables_columns_are_read_and_judged_once_each() -> None:
+    batch = pa.record_batch({f"c{i}": pa.array(np.arange(16, dtype=np.float32) + i) for i in range(6)})
+    with spy() as calls:
+        out, counts, said = counted(lambda: bridge.convert(batch, np, columns=["c4", "c1"]))
+    assert calls == [] and counts == (2, 2, 0) and said == []
+    assert list(out) == ["c4", "c1"]
+    np.testing.assert_array_equal(out["c4"], batch.column("c4").to_numpy())
+    with pytest.raises(ValueError, match="no column 'zz'"):  # the general path's words
+        bridge.convert(batch, np, columns=["zz"])
+
+
+def test_a_streams_batches_are_each_one_pass_of_the_engine() -> None:
+    batch = pa.record_batch({f"c{i}": pa.array(np.arange(16, dtype=np.float32) + i) for i in range(3)})
+
+    def stream() -> Any:
+        return list(bridge.convert(pa.RecordBatchReader.from_batches(batch.schema, [batch] * 4), np, columns=["c2"]))
+
+    with spy() as calls:
+        out, counts, said = counted(stream)
+    assert len(calls) == 2  # the stream itself (a unit: the general path makes its iterator), both calls
+    assert counts[:2] == (4, 4) and said == []
+    assert [list(b) for b in out] == [["c2"]] * 4
