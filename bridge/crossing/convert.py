@@ -568,20 +568,14 @@ def _alias(t: Tensor) -> Tensor:
 
 
 def _unit_strides(t: Tensor) -> Tensor:
-    """``t`` with each dim of one element given the row-major stride it would
-    have after the dims that follow it (a view): such a stride says nothing,
-    and a destination may refuse a negative one (mlx). The C fast path hands
-    its tensors over the same way (BRIDGE_BUILD_UNIT_STRIDES)."""
-    if t.numel() == 0:  # no bytes: any stride is a row-major one's equal (mlx refuses negative ones)
-        rowmajor = _C.contiguous_strides(t.shape)
-        return t if t.stride() == rowmajor else t.as_strided(t.shape, rowmajor, t.storage_offset())
-    strides = list(t.stride())
-    for d in range(t.ndim - 1, -1, -1):
-        if t.shape[d] == 1:
-            strides[d] = 1 if d == t.ndim - 1 else strides[d + 1] * max(t.shape[d + 1], 1)
-    if tuple(strides) == t.stride():
+    """``t`` (a view) with the strides convert hands a destination, the one
+    rule's (``_C.unit_strides``, which the C engine applies as it builds the
+    managed tensor): a dim of one element says nothing with its stride, and
+    a destination may refuse a negative one (mlx)."""
+    strides = _C.unit_strides(t.shape, t.stride())
+    if strides == t.stride():
         return t
-    out: Tensor = t.as_strided(t.shape, tuple(strides), t.storage_offset())
+    out: Tensor = t.as_strided(t.shape, strides, t.storage_offset())
     return out
 
 

@@ -221,6 +221,10 @@ int bridge_is_non_overlapping_and_dense(int ndim, const int64_t *shape, const in
 /* Row-major strides for shape (size-0/1 dims get the trailing product, as
  * torch); -1 (no exception) when a stride does not fit in int64. */
 int bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
+/* The strides convert hands over, in place (the one rule; _C.unit_strides):
+ * a dim of one element gets the row-major stride it would have after the
+ * dims that follow it; an empty tensor all its row-major strides. */
+void bridge_unit_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Resolve the one -1 of shape so that it holds numel elements; ValueError. */
 int bridge_infer_size(int n, int64_t *shape, int64_t numel);
 

@@ -93,6 +93,21 @@ int bridge_contiguous_strides(int ndim, const int64_t *shape, int64_t *out) {
   return 0;
 }
 
+void bridge_unit_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] == 0) { /* no bytes: any stride is a row-major one's equal (mlx refuses negative ones) */
+      int64_t rowmajor[BRIDGE_MAX_NDIM];
+      if (bridge_contiguous_strides(ndim, shape, rowmajor) == 0) memcpy(strides, rowmajor, (size_t)ndim * sizeof(int64_t));
+      return;
+    }
+  for (int d = ndim - 1; d >= 0; d--)
+    if (shape[d] == 1) {
+      int64_t s = 1;
+      if (d + 1 < ndim && __builtin_mul_overflow(strides[d + 1], shape[d + 1] > 1 ? shape[d + 1] : 1, &s)) s = 1;
+      strides[d] = s;
+    }
+}
+
 PyObject *bridge_dims_tuple(int n, const int64_t *v) {
   PyObject *t = PyTuple_New(n);
   for (int i = 0; t && i < n; i++) {
@@ -554,7 +569,21 @@ static PyObject *py_infer_size(PyObject *mod, PyObject *const *args, Py_ssize_t 
 
 #define FAST(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, doc}
 
+static PyObject *py_unit_strides(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (!nargs_is(nargs, 2, "unit_strides(shape, strides)")) return NULL;
+  int64_t shape[BRIDGE_MAX_NDIM], strides[BRIDGE_MAX_NDIM];
+  int n = bridge_parse_geometry(args[0], args[1], shape, strides);
+  if (n < 0) return NULL;
+  bridge_unit_strides(n, shape, strides);
+  return bridge_dims_tuple(n, strides);
+}
+
 static PyMethodDef geometry_functions[] = {
+    FAST("unit_strides", py_unit_strides,
+         "unit_strides(shape, strides, /)\n--\n\nThe strides bridge.convert hands a destination: each dim of one "
+         "element given the row-major stride it would have after the dims that follow it, every dim of an empty "
+         "tensor its row-major stride (such strides say nothing, and some destinations refuse a negative one)."),
     FAST("contiguous_strides", py_contiguous_strides,
          "contiguous_strides(shape, /)\n--\n\nRow-major (C order) strides in elements; size-0 and "
          "size-1 dims still get the product of the trailing sizes (max(size, 1)), as PyTorch. "

@@ -117,14 +117,8 @@ static void *build_over(PyObject *owner, char *data, DLDevice device, DLDataType
    * would refuse a layout they hold. Asked (bridge.convert's hand-over), each
    * is given the row-major stride it would have after the dims that follow
    * it; __dlpack__ keeps the view's own, as NumPy's and torch's exports do. */
-  int unit = (flags & BRIDGE_BUILD_UNIT_STRIDES) != 0;
+  if (flags & BRIDGE_BUILD_UNIT_STRIDES) bridge_unit_strides(ndim, shape, dims + ndim);
   flags &= ~BRIDGE_BUILD_UNIT_STRIDES;
-  for (int d = ndim - 1; unit && d >= 0; d--)
-    if (shape[d] == 1) {
-      int64_t s = 1;
-      if (d + 1 < ndim && __builtin_mul_overflow(dims[ndim + d + 1], shape[d + 1] > 1 ? shape[d + 1] : 1, &s)) s = 1;
-      dims[ndim + d] = s;
-    }
   DLTensor *dl;
   if (versioned) {
     DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)block;

@@ -221,3 +221,24 @@ def test_a_streams_batches_are_each_one_pass_of_the_engine() -> None:
     assert len(calls) == 2  # the stream itself (a unit: the general path makes its iterator), both calls
     assert counts[:2] == (4, 4) and said == []
     assert [list(b) for b in out] == [["c2"]] * 4
+
+
+@pytest.mark.parametrize("shape, strides, want", [
+    ((2, 1, 3), (3, -7, 1), (3, 3, 1)),  # a dim of one element: the row-major stride after it
+    ((1, 1), (-5, 9), (1, 1)),
+    ((4,), (-1,), (-1,)),  # a dim stepped along keeps its stride
+    ((0, 3), (-3, 1), (3, 1)),  # empty: every stride its row-major one
+    ((), (), ()),
+])  # fmt: skip
+def test_the_strides_convert_hands_over_are_one_rule(shape: tuple[int, ...], strides: tuple[int, ...],
+                                                       want: tuple[int, ...]) -> None:  # fmt: skip
+    """``_C.unit_strides`` is the rule both the C engine (as it builds a managed
+    tensor) and the general path (``_unit_strides``) apply."""
+    from bridge.core.native import _C
+    from bridge.crossing.convert import _unit_strides
+
+    assert _C.unit_strides(shape, strides) == want
+    if shape and 0 not in shape:
+        base = bridge.zeros(64)
+        t = base.as_strided(shape, strides, 32)
+        assert _unit_strides(t).stride() == want
