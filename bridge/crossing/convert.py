@@ -718,32 +718,30 @@ def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> No
 
 
 #: The judgements whose words name nothing of the tensor (read-only memory,
-#: an alias, an offset): their CopyWarning's words made once per destination.
+#: an alias, an offset): their CopyWarning is made once per destination and
+#: reason, and the C engine warns a new instance of it at each later call.
 _SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
-_SAID: dict[tuple[object, int], tuple[str, FixKind, tuple[Fix, ...]]] = {}
 
 
-def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None, total: int) -> None:
+def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None,
+            total: int) -> tuple[CopyWarning, bool] | None:  # fmt: skip
     """The ``convert_copied`` up-call: the CopyWarning of what the C engine
     copied unasked on its one pass, in the words :func:`_plan` gives its
-    judgement ``why`` (never judged again): one array ``t`` (None for Arrow
-    values, whose one reason is read-only memory), or a table's read-only
-    columns ``names`` of ``total`` (a dict's leaves, by name)."""
-    said = _SAID.get((to, why)) if names is None else None  # (to: a registered destination, hashable)
-    if said is None:
-        h = resolve(to)
-        if names is not None:
-            fix = (_read_only(h),)
-            _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
-            return
-        p = _plan(cast(Tensor, t), h, None, "copy", why)
-        unasked = p.unasked
-        said = (f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind, p.fixes)
-        if not why & ~_SAID_ONCE:
-            if len(_SAID) >= 256:
-                _SAID.clear()
-            _SAID[(to, why)] = said
-    warnings.warn(CopyWarning(*said), stacklevel=_stacklevel())
+    judgement ``why`` (never judged again). A table's read-only columns
+    ``names`` of ``total`` (a dict's leaves, by name): warned here. One
+    array ``t`` (None for Arrow values, whose one reason is read-only
+    memory): the warning, and whether its words hold for every call of this
+    kind (none names the tensor), for the engine to warn and remember."""
+    h = resolve(to)
+    if names is not None:
+        fix = (_read_only(h),)
+        _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
+        return None
+    p = _plan(cast(Tensor, t), h, None, "copy", why)
+    unasked = p.unasked
+    said = CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind,
+                       p.fixes)  # fmt: skip
+    return said, not why & ~_SAID_ONCE
 
 
 _C._register("convert_copied", _copied)

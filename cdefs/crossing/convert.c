@@ -164,11 +164,66 @@ static PyObject *take_tensor(const destination *d, TensorObject *t) {
 /* Whether the call says readonly="share" (defined below). */
 static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
 
+/* One array's CopyWarning, as Python worded it from the judgement: a
+ * prototype per (to, why) for the reasons whose words name nothing of the
+ * tensor (read-only memory: the one fix most calls make), so that a later
+ * call words it without entering Python; each warning is a new instance of
+ * it (BaseException's tp_new: its __init__, which only sets the attributes
+ * copied here, is not run again), warned at the caller's line (C has no
+ * frame: stacklevel 1 is the Python frame that called convert). */
+static PyObject *said_cache, *warn_fn, *said_attrs[3];
+
+static int warn_prototype(PyObject *proto) {
+  PyObject *args = ((PyBaseExceptionObject *)proto)->args;
+  PyTypeObject *tp = Py_TYPE(proto);
+  PyObject *w = tp->tp_new(tp, args ? args : Py_None, NULL);
+  int rc = w ? 0 : -1;
+  for (int i = 0; rc == 0 && i < 3; i++) {
+    PyObject *v = PyObject_GetAttr(proto, said_attrs[i]);
+    rc = v ? PyObject_SetAttr(w, said_attrs[i], v) : -1;
+    Py_XDECREF(v);
+  }
+  if (rc == 0 && warn_fn == NULL) {
+    PyObject *mod = PyImport_ImportModule("warnings");
+    warn_fn = mod ? PyObject_GetAttrString(mod, "warn") : NULL;
+    Py_XDECREF(mod);
+    rc = warn_fn ? 0 : -1;
+  }
+  PyObject *r = NULL;
+  if (rc == 0) {
+    PyObject *level = PyLong_FromLong(1);
+    PyObject *call[3] = {w, Py_None, level};
+    r = level ? PyObject_Vectorcall(warn_fn, call, 3, NULL) : NULL;
+    Py_XDECREF(level);
+  }
+  Py_XDECREF(w);
+  Py_XDECREF(r);
+  return r == NULL ? -1 : 0;
+}
+
 /* The CopyWarning of what the fast path copied unasked, in the general
- * path's words (the convert_copied up-call): one array (`t`, judged `why`),
- * or a table's columns `names` of `total` (t NULL). 0, or -1 with an
+ * path's words (the convert_copied up-call): one array (`t`, judged `why`,
+ * remembered per kind of call: see warn_prototype), or a table's columns
+ * `names` of `total` (t NULL), which Python warns itself. 0, or -1 with an
  * exception (a warning made an error). */
 static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *names, Py_ssize_t total) {
+  PyObject *key = NULL;
+  if (names == NULL) {
+    key = Py_BuildValue("(OI)", to, (unsigned int)why);
+    if (key == NULL) return -1;
+    PyObject *proto = said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
+    if (proto != NULL) {
+      Py_DECREF(key);
+      Py_INCREF(proto); /* (a warning's code may clear the cache) */
+      int rc = warn_prototype(proto);
+      Py_DECREF(proto);
+      return rc;
+    }
+    if (PyErr_Occurred()) {
+      Py_DECREF(key);
+      return -1;
+    }
+  }
   PyObject *fn = upcall(UP_CONVERT_COPIED);
   PyObject *bits = fn ? PyLong_FromUnsignedLong(why) : NULL;
   PyObject *count = bits ? PyLong_FromSsize_t(total) : NULL;
@@ -179,8 +234,23 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
   }
   Py_XDECREF(bits);
   Py_XDECREF(count);
+  int rc = r == NULL ? -1 : 0;
+  if (rc == 0 && names == NULL) { /* (prototype, remember): warned here */
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+      PyErr_SetString(PyExc_SystemError, "convert_copied returned no (warning, remember) pair");
+      rc = -1;
+    } else {
+      PyObject *proto = PyTuple_GET_ITEM(r, 0);
+      if (PyObject_IsTrue(PyTuple_GET_ITEM(r, 1)) == 1) {
+        if (said_cache == NULL || PyDict_GET_SIZE(said_cache) >= 256) Py_XSETREF(said_cache, PyDict_New());
+        if (said_cache == NULL || PyDict_SetItem(said_cache, key, proto) < 0) rc = -1;
+      }
+      if (rc == 0) rc = warn_prototype(proto);
+    }
+  }
+  Py_XDECREF(key);
   Py_XDECREF(r);
-  return r == NULL ? -1 : 0;
+  return rc;
 }
 
 /* Read-only host tensor `t` lent to `d` through a writable alias (FIX_LEND):
@@ -1067,7 +1137,9 @@ int bridge_crossing_init(PyObject *mod) {
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||
       !(str_arrow_stream = PyUnicode_InternFromString("__arrow_c_stream__")) ||
       !(str_readonly_kw = PyUnicode_InternFromString("readonly")) ||
-      !(str_copy_value = PyUnicode_InternFromString("copy")) || !(str_share_value = PyUnicode_InternFromString("share")))
+      !(str_copy_value = PyUnicode_InternFromString("copy")) || !(str_share_value = PyUnicode_InternFromString("share")) ||
+      !(said_attrs[0] = PyUnicode_InternFromString("kind")) || !(said_attrs[1] = PyUnicode_InternFromString("fixes")) ||
+      !(said_attrs[2] = PyUnicode_InternFromString("leaves")))
     return -1;
   for (size_t i = 0; i < N_ASKS; i++)
     if (!(asks_kw[i] = PyUnicode_InternFromString(asks_names[i]))) return -1;

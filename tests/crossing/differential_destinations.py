@@ -382,7 +382,7 @@ def expect(case: dict[str, Any], src: Source, own: bool = False) -> Expect:
         align = max(rule.alignment, ITEMSIZE[src.dtype] if src.dtype in rule.element_aligned else 1, 1)
         if src.addr is not None and src.addr % align:
             copies.append("alignment")
-    if own and not copies:  # (read-only memory, an offset: nothing is handed over)
+    if own and not copies and not copy:  # (read-only memory, an offset: nothing is handed over)
         return Expect(None, (), (), ())
     if readonly_src and not copies and not rule.always_copies and rule.readonly == "writes":
         if readonly == "error":

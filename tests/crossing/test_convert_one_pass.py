@@ -75,7 +75,9 @@ def test_a_copy_fix_is_made_on_the_one_pass_and_python_only_words_it(kind: str) 
     src = made()
     with spy() as calls:
         out, counts, said = counted(lambda: bridge.convert(src, torch))
-    assert calls == [] and counts == (1, 1, 1)
+    # read-only memory's words name nothing of the array: the engine keeps the warning Python made
+    # at the first call, and words the later ones without entering Python
+    assert calls == [] and counts == (1, 1, 0 if kind in ("read-only ndarray", "pyarrow") else 1)
     want = src.to_numpy() if kind == "pyarrow" else np.asarray(src)
     np.testing.assert_array_equal(out.numpy(), want)
     assert out.is_contiguous() and out.data_ptr() % 64 == 0  # fresh memory of bridge's, aligned
