@@ -103,7 +103,7 @@ SAN_TESTS ?= tests/test_native.py tests/core/test_host_cache.py tests/core/test_
   tests/crossing/test_convert_hostile.py tests/crossing/test_convert_inputs.py \
   tests/crossing/test_convert_alignment.py tests/crossing/test_convert_sources.py \
   tests/core/test_fork.py tests/interop/cuda/test_cuda_fork.py tests/crossing/test_convert_mutation.py \
-  tests/crossing/test_convert_arguments.py \
+  tests/crossing/test_convert_arguments.py tests/crossing/test_convert_one_pass.py \
   -k "not duckdb and not destination_throws and not frombuffer_refuses and not jax"
 test-sanitize: $(STAMP)
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)

@@ -935,6 +935,7 @@ static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssiz
   PyObject *t = convert_to(&importer, imp, 2, batch_marker);
   PyObject *out = NULL;
   if (t == needs_general) {
+    Py_DECREF(t);
     out = slow_call(args, nargsf, kwnames);
   } else if (t != NULL) {
     TensorObject *tt = (TensorObject *)t;
