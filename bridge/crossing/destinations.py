@@ -203,7 +203,7 @@ def _taker(h: Holds) -> Callable[[Tensor], object]:
     return importer
 
 
-_JAX_HOST: list[Any] = []
+_JAX_HOST: tuple[Any, Any, Any] | None = None  # (to_buffer, cpu device, fallback): one assignment, thread-safe
 
 
 def jax_host_import(t: Tensor) -> object:
@@ -215,19 +215,21 @@ def jax_host_import(t: Tensor) -> object:
     jaxlib with a legacy capsule (the only kind it takes), whose deleter jax
     calls when the array dies. A jaxlib without it, or a CPU device that is
     gone (backends cleared), takes ``jax.dlpack.from_dlpack``."""
-    if not _JAX_HOST:
+    global _JAX_HOST
+    state = _JAX_HOST
+    if state is None:  # (threads may all get here first: each makes the same state, and one assignment keeps it)
         import jax
         import jaxlib._jax as _jax  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
-        _JAX_HOST.extend((getattr(_jax, "dlpack_managed_tensor_to_buffer", None), jax.devices("cpu")[0],
-                          jax.dlpack.from_dlpack))  # fmt: skip
-    to_buffer, cpu, fallback = _JAX_HOST
+        state = _JAX_HOST = (getattr(_jax, "dlpack_managed_tensor_to_buffer", None), jax.devices("cpu")[0],
+                             jax.dlpack.from_dlpack)  # fmt: skip
+    to_buffer, cpu, fallback = state
     if to_buffer is None:
         return fallback(t)
     try:
         return to_buffer(t.__dlpack__(), cpu, None)
     except RuntimeError:  # (a stale device): jax's own route, and the device asked again next time
-        _JAX_HOST.clear()
+        _JAX_HOST = None
         return fallback(t)
 
 

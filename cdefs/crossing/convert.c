@@ -57,13 +57,22 @@ static int fix_of(const destination *d, uint32_t why, int share) {
 /* Reasons that only concern handing memory over (lending read-only memory,
  * an offset, strides a record leaves to the general path): moot when the
  * source is the destination's own object, returned itself. */
-#define J_HANDOVER (J_READONLY | J_ALIAS | J_OFFSET | J_STRIDED)
+#define J_HANDOVER (J_READONLY | J_ALIAS | J_OFFSET | J_STRIDED | J_EMPTY)
+
+static PyObject *batch_marker;
 
 /* Whether convert returns `obj` itself: a same-library call (is_own) whose
- * judgement needs no fix of the memory, as the library's own identity. */
-static int itself(const destination *d, PyObject *obj, uint32_t why) {
-  return (why & ~(uint32_t)J_HANDOVER) == 0 && is_own(d, obj);
+ * judgement needs no fix of the memory, as the library's own identity. A
+ * batch's leaf never is (the general path, which a sibling may send the
+ * batch to, builds every leaf anew). */
+static int itself(const destination *d, PyObject *obj, uint32_t why, PyObject *kwnames) {
+  return kwnames != batch_marker && (why & ~(uint32_t)J_HANDOVER) == 0 && is_own(d, obj);
 }
+
+/* What the general path is handed for a source `obj` C imported as `t`: the
+ * tensor (read once), but a same-library source itself, whose identity the
+ * general path decides by its type. */
+static PyObject *for_general(const destination *d, PyObject *obj, PyObject *t) { return is_own(d, obj) ? obj : t; }
 
 /* bridge.convert's own calls into Python, counted (_C.stats()["convert_upcalls"]). */
 static PyObject *upcall(bridge_upcall_id which) {
@@ -102,7 +111,7 @@ static PyObject *ndarray_of(TensorObject *t) {
  * mark travels with the call, not in a global: a convert made from inside a
  * leaf's import is a call of its own, and torch's probes may release the GIL
  * mid-batch. */
-static PyObject *needs_general, *batch_marker;
+static PyObject *needs_general;
 static PyObject *str_copy_kw, *str_readonly_kw, *str_copy_value, *str_share_value;
 
 static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
@@ -396,7 +405,7 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
     if (out != NULL && warn_copied(args[1], why, NULL, NULL, 1) < 0) Py_CLEAR(out);
     return out;
   }
-  if (itself(d, obj, why)) { /* a same-library call: its input, as the library's own identity */
+  if (itself(d, obj, why, kwnames)) { /* a same-library call: its input, as the library's own identity */
     Py_DECREF(av.guard);
     return Py_NewRef(obj);
   }
@@ -408,7 +417,7 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
   PyObject *t = bridge_arrow_values_tensor(&av);
   if (t == NULL) return NULL;
   PyObject *out = why == 0 ? take_tensor(d, (TensorObject *)t)
-                           : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
+                           : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames);
   Py_DECREF(t);
   return out;
 }
@@ -604,7 +613,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     BUMP(STAT_CONVERT_READS);
     view_of_dl(&dl, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, &v);
     uint32_t why = d->take == TAKE_BRIDGE ? 0 : judged(d, &v); /* (bridge holds whatever it imports) */
-    if (itself(d, obj, why)) return Py_NewRef(obj);
+    if (itself(d, obj, why, kwnames)) return Py_NewRef(obj);
     if (why != 0) { /* a fix made here: the array as a bridge tensor, its judgement kept */
       if (kwnames == batch_marker) return Py_NewRef(needs_general);
       if (fix_of(d, why, sharing(args, nargsf, kwnames)) == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
@@ -669,7 +678,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
           uint64_t flags = vm ? vm->flags : DLPACK_FLAG_BITMASK_READ_ONLY;
           view_of_dl(dl, flags, &v);
           why = judged(d, &v);
-          if (itself(d, obj, why)) {
+          if (itself(d, obj, why, kwnames)) {
             BUMP(STAT_CONVERT_READS);
             bridge_dlpack_call_deleter(raw, versioned);
             return Py_NewRef(obj);
@@ -695,10 +704,10 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
         view_of_tensor((TensorObject *)t, &v);
         why = judged(d, &v);
       }
-      PyObject *out = itself(d, obj, why) ? Py_NewRef(obj)
+      PyObject *out = itself(d, obj, why, kwnames) ? Py_NewRef(obj)
                       : why == 0 || d->take == TAKE_BRIDGE
                           ? take_tensor(d, (TensorObject *)t)
-                          : tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames);
+                          : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames);
       Py_DECREF(t);
       return out;
     }
@@ -708,14 +717,15 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
   if (d->take == TAKE_BRIDGE) return take_managed(d, m); /* bridge holds whatever it imports: no fix */
   view_of_dl(&m->dl_tensor, m->flags, &v);
   uint32_t why = judged(d, &v);
-  if (itself(d, obj, why)) { /* a same-library call: its input, as the library's own identity */
+  if (itself(d, obj, why, kwnames)) { /* a same-library call: its input, as the library's own identity */
     if (m->deleter) m->deleter(m);
     return Py_NewRef(obj);
   }
   if (why == 0) return take_managed(d, m);
   PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: fixed here, or by the general path */
   if (t == NULL) return NULL;
-  PyObject *out = tensor_fixed(d, (TensorObject *)t, why & J_OFFSET ? J_OFFSET : why, t, args, nargsf, kwnames);
+  PyObject *out = tensor_fixed(d, (TensorObject *)t, why & J_OFFSET ? J_OFFSET : why, for_general(d, obj, t), args,
+                               nargsf, kwnames);
   Py_DECREF(t);
   return out;
 }
@@ -946,10 +956,8 @@ static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssiz
     int asked = copy || dt != tt->dtype || (contiguous && !bridge_is_contiguous(tt->ndim, tt->shape, tt->strides)) ||
                 (writable && tt->storage->readonly);
     DLDataType key = {dt->code, dt->bits, dt->lanes};
-    if (!asked) {
-      out = itself(d, obj, why) ? Py_NewRef(obj)
-            : why == 0          ? take_tensor(d, tt)
-                                : tensor_fixed(d, tt, why, obj, args, nargsf, kwnames);
+    if (!asked) { /* (an ask, even one met as it is, is no same-library identity: the general path's rule) */
+      out = why == 0 ? take_tensor(d, tt) : tensor_fixed(d, tt, why, obj, args, nargsf, kwnames);
     } else if (why & (J_NOT_JUDGED | J_ZERO_D | J_NDIM | J_ND_BOOL | J_ZERO_WIDTH | J_EMPTY | J_DEVICE) ||
                dtype_index(d->dtypes, d->ndtypes, dtype_key(key)) == d->ndtypes) {
       out = slow_call(args, nargsf, kwnames); /* a copy it would not hold as it is: the general path explains */

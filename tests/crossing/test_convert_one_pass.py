@@ -244,3 +244,51 @@ def test_the_strides_convert_hands_over_are_one_rule(shape: tuple[int, ...], str
         base = bridge.zeros(64)
         t = base.as_strided(shape, strides, 32)
         assert _unit_strides(t).stride() == want
+
+
+def test_the_same_library_rule_is_one_on_both_paths() -> None:
+    """The same answer whichever path a call takes (first call, later calls):
+    an ask (even one met as it is) is no identity; an empty own array is;
+    a batch's leaf never is (its siblings may send the batch to the general
+    path, which builds every leaf anew)."""
+    a = np.arange(4.0)
+    assert [bridge.convert(a, np, contiguous=True) is a for _ in range(3)] == [False] * 3
+    t = torch.arange(4.0)
+    assert [bridge.convert(t, torch, writable=True) is t for _ in range(3)] == [False] * 3
+    e = torch.empty(0)
+    assert [bridge.convert(e, torch) is e for _ in range(2)] == [True, True]
+    p = pa.array(np.empty(0, np.float32))
+    assert [bridge.convert(p, pa) is p for _ in range(2)] == [True, True]
+    assert bridge.convert({"a": a}, np)["a"] is not a
+    assert bridge.convert({"a": a, "b": pa.array([True, False])}, np)["a"] is not a
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is a test extra")
+def test_jax_host_import_made_first_by_several_threads_at_once() -> None:
+    import threading
+
+    import jax
+
+    from bridge.crossing import destinations
+
+    destinations._JAX_HOST = None
+    x = bridge.zeros(16)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        barrier.wait()
+        try:
+            for _ in range(5):
+                bridge.convert(x, jax)
+        except BaseException as e:  # (collected: a thread's exception is otherwise lost)
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert destinations._JAX_HOST is not None and len(destinations._JAX_HOST) == 3
+    assert float(bridge.convert(x, jax).sum()) == 0.0
