@@ -5,7 +5,7 @@ NumPy array, and how they make a source of each library."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,3 +100,24 @@ def spy() -> Iterator[list[object]]:
         yield calls
     finally:
         _C._register("convert_slow", general)
+
+
+def run_in_threads(work: Callable[[], object], n: int = 4) -> list[BaseException]:
+    """``work()`` on ``n`` threads at once; the exceptions they raised (a
+    thread's exception is otherwise lost)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as err:  # (collected for the test to show)
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors

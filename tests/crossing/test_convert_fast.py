@@ -11,7 +11,6 @@ memory, the same values, the same warnings and the same errors. A spy on the
 from __future__ import annotations
 
 import gc
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from convert_helpers import spy
+from convert_helpers import run_in_threads, spy
 
 import bridge
 from bridge.core.native import _C, stats
@@ -352,24 +351,16 @@ def test_a_destination_the_fast_path_cannot_take_is_asked_about_once() -> None:
 def test_converts_from_threads_agree() -> None:
     a = _base()
     t = torch.from_numpy(a)
-    errors: list[BaseException] = []
 
     def work() -> None:
-        try:
-            for i in range(300):
-                if i % 50 == 0:
-                    _C.convert_forget()  # registrations racing lookups
-                out = bridge.convert(a if i % 2 else t, torch)
-                assert out.data_ptr() == a.ctypes.data
-                assert bridge.convert(t, bridge).data_ptr() == a.ctypes.data
-        except BaseException as err:
-            errors.append(err)
+        for i in range(300):
+            if i % 50 == 0:
+                _C.convert_forget()  # registrations racing lookups
+            out = bridge.convert(a if i % 2 else t, torch)
+            assert out.data_ptr() == a.ctypes.data
+            assert bridge.convert(t, bridge).data_ptr() == a.ctypes.data
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errors = run_in_threads(work)
     assert not errors, errors
 
 

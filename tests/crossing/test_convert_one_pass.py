@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from convert_helpers import spy
+from convert_helpers import run_in_threads, spy
 
 import bridge
 from bridge.core.native import stats
@@ -274,21 +274,12 @@ def test_jax_host_import_made_first_by_several_threads_at_once() -> None:
     destinations._JAX_HOST = None
     x = bridge.zeros(16)
     barrier = threading.Barrier(4)
-    errors: list[BaseException] = []
 
     def go() -> None:
         barrier.wait()
-        try:
-            for _ in range(5):
-                bridge.convert(x, jax)
-        except BaseException as e:  # (collected: a thread's exception is otherwise lost)
-            errors.append(e)
+        for _ in range(5):
+            bridge.convert(x, jax)
 
-    threads = [threading.Thread(target=go) for _ in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
+    assert run_in_threads(go) == []
     assert destinations._JAX_HOST is not None and len(destinations._JAX_HOST) == 3
     assert float(bridge.convert(x, jax).sum()) == 0.0
