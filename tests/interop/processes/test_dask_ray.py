@@ -137,7 +137,7 @@ def workers(client) -> list[str]:
 
 def test_dask_scatter_gather_round_trip(client):
     ts = samples()
-    futures = client.scatter(ts)
+    futures = client.scatter(ts, hash=False)
     back = client.gather(futures)
     for got, want in zip(back, ts):
         assert_same_tensor(got, want)
@@ -157,7 +157,7 @@ def test_dask_submit_sees_the_same_tensor(client):
 def test_dask_permuted_strides_survive(client):
     t = bridge.arange(2 * 3 * 4, dtype=bridge.float32).reshape(2, 3, 4).permute(1, 2, 0)
     assert not t.is_contiguous()
-    (f,) = client.scatter([t])
+    (f,) = client.scatter([t], hash=False)  # (a key of its own, as below)
     name, dtype, shape, strides, _, vals = client.submit(describe, f).result()
     assert (name, dtype, shape, strides) == ("Tensor", "float32", (3, 4, 2), (4, 1, 12))
     assert vals == values(t).tolist()
@@ -225,7 +225,10 @@ def test_dask_sizeof_is_nbytes(client):
     assert dask.sizeof.sizeof(t.untyped_storage()) == t.nbytes
     # the entry point is loaded in the workers too (they report sizes to the scheduler)
     assert client.submit(dask.sizeof.sizeof, t).result() == t.nbytes
-    (f,) = client.scatter([t])
+    # hash=False: a key of its own, so that a run of this test on another
+    # thread (make test-parallel), scattering equal data under the same token,
+    # cannot release the key while this one reads it
+    (f,) = client.scatter([t], hash=False)
     info = client.run_on_scheduler(
         lambda dask_scheduler, key=f.key: dask_scheduler.tasks[key].nbytes
     )
