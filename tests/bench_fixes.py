@@ -72,6 +72,12 @@ def fix_rows() -> list[Row]:
     flipped = a[::-1]
     rows.append(_row("convert(a[::-1], torch) | torch.from_numpy(a[::-1].copy())",
                      lambda: bridge.convert(flipped, torch), lambda: torch.from_numpy(flipped.copy()), 1.0, _equal))
+    eight = {f"k{i}": a + i for i in range(7)}
+    eight["ro"] = ro
+    rows.append(_row("convert(dict of 8, one read-only, torch) | {k: from_numpy(v) or tensor(v)}",
+                     lambda: bridge.convert(eight, torch),
+                     lambda: {k: torch.from_numpy(v) if v.flags.writeable else torch.tensor(v) for k, v in eight.items()},
+                     1.0, lambda x, y: all(_equal(x[k], y[k]) for k in eight)))  # fmt: skip
     rows.append(_row("convert(ndarray, numpy) | np.asarray(a)  [same library]",
                      lambda: bridge.convert(a, np), lambda: np.asarray(a), 1.5, _equal))
     t = torch.arange(N, dtype=torch.float32)

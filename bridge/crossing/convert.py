@@ -707,14 +707,19 @@ class Leaf:
 def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> None:
     """One CopyWarning for the ``copied`` arrays (path -> fixes) of a batch or
     table of ``total``, at the caller's line (none copied: none)."""
-    if not copied:
-        return
+    if copied:
+        warnings.warn(_copy_warning(h, copied, total), stacklevel=_stacklevel())
+
+
+def _copy_warning(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> CopyWarning:
+    """The CopyWarning of the ``copied`` arrays (path -> fixes, one at least)
+    of a batch or table of ``total``: each named with what was copied unasked."""
     every = tuple(f for fixes in copied.values() for f in fixes)
     first = next(f for f in every if f.copies and not f.asked)
     said = "; ".join(f"{path}: " + "; ".join(f.reason for f in fixes if f.copies and not f.asked)
                      for path, fixes in copied.items())  # fmt: skip
-    warnings.warn(CopyWarning(f"convert() to {h.name} copied {len(copied)} of {total} arrays: {said}",
-                              first.kind, every, copied), stacklevel=_stacklevel())  # fmt: skip
+    return CopyWarning(f"convert() to {h.name} copied {len(copied)} of {total} arrays: {said}", first.kind, every,
+                       copied)  # fmt: skip
 
 
 #: The judgements whose words name nothing of the tensor (read-only memory,
@@ -723,25 +728,27 @@ def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> No
 _SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
 
 
-def _copied(to: object, why: int, t: Tensor | None, names: list[str] | None,
-            total: int) -> tuple[CopyWarning, bool] | None:  # fmt: skip
+def _copied(to: object, why: int, t: Tensor | None, leaves: list[tuple[tuple[object, ...], int, Tensor | None]] | None,
+            total: int) -> tuple[CopyWarning, bool]:  # fmt: skip
     """The ``convert_copied`` up-call: the CopyWarning of what the C engine
     copied unasked on its one pass, in the words :func:`_plan` gives its
-    judgement ``why`` (never judged again). A table's read-only columns
-    ``names`` of ``total`` (a dict's leaves, by name): warned here. One
-    array ``t`` (None for Arrow values, whose one reason is read-only
-    memory): the warning, and whether its words hold for every call of this
-    kind (none names the tensor), for the engine to warn and remember."""
+    judgements (never judged again): of one array ``t`` judged ``why``, or of
+    the ``leaves`` of a batch or a table of ``total`` arrays, each ``(path,
+    why, tensor)`` (a path is the tuple of keys and indexes that reach it;
+    the tensor None for Arrow values, whose one reason is read-only memory).
+    Returns the warning, for the engine to warn at the caller's line, and
+    whether its words hold for every call of this kind (none names a
+    tensor), for the engine to remember."""
     h = resolve(to)
-    if names is not None:
-        fix = (_read_only(h),)
-        _warn_copied(h, {f"[{n!r}]": fix for n in names}, total)
-        return None
+    if leaves is not None:
+        said = {"".join(f"[{k!r}]" for k in path): _plan(cast(Tensor, lt), h, None, "copy", lwhy).fixes
+                for path, lwhy, lt in leaves}  # fmt: skip
+        return _copy_warning(h, said, total), all(not lwhy & ~_SAID_ONCE for _, lwhy, _ in leaves)
     p = _plan(cast(Tensor, t), h, None, "copy", why)
     unasked = p.unasked
-    said = CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind,
-                       p.fixes)  # fmt: skip
-    return said, not why & ~_SAID_ONCE
+    one = CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind,
+                      p.fixes)  # fmt: skip
+    return one, not why & ~_SAID_ONCE
 
 
 _C._register("convert_copied", _copied)

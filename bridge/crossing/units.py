@@ -34,7 +34,7 @@ from bridge.core.tensor import Tensor
 from bridge.crossing.capabilities import Holds
 
 if TYPE_CHECKING:
-    from bridge.crossing.convert import Fix, Leaf
+    from bridge.crossing.convert import Fix, Leaf, Plan
 
 __all__ = ["Batches", "convert_unit", "is_unit"]
 
@@ -278,34 +278,41 @@ def _extent(t: Tensor) -> tuple[int, int]:
     return lo, hi + t.itemsize
 
 
-def _share_regions(arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], leaf: Leaf,
-                   said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
-    """The converted arrays of every group whose memory overlaps and which one
-    region's copy settles (each then a view of that copy), by ``id``."""
-    spans = sorted(((_extent(t), i) for i, (_, _, t, _) in enumerate(arrays) if t.numel() > 0),
-                   key=lambda e: (str(arrays[e[1]][2].device), e[0]))  # fmt: skip
+def _overlapping(spans: list[tuple[tuple[int, int], str, int]]) -> list[list[int]]:
+    """The groups (of two or more) of indexes whose extents, on one device,
+    overlap one another in a chain."""
     groups: list[list[int]] = []
     end, dev = -1, ""
-    for (lo, hi), i in spans:
-        d = str(arrays[i][2].device)
+    for (lo, hi), d, i in sorted(spans, key=lambda e: (e[1], e[0])):
         if groups and d == dev and lo < end:
             groups[-1].append(i)
             end = max(end, hi)
         else:
             groups.append([i])
             end, dev = hi, d
+    return [g for g in groups if len(g) > 1]
+
+
+def _share_regions(arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], leaf: Leaf,
+                   said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
+    """The converted arrays of every group whose memory overlaps, which must
+    all be copied, and which one region's copy settles (each then a view of
+    that copy), by ``id``. An array held as it is stays the source's memory
+    (never copied because a copied one overlaps it): the C engine's rule."""
+    spans = [(_extent(t), str(t.device), i) for i, (_, _, t, _) in enumerate(arrays) if t.numel() > 0]
     out: dict[int, object] = {}
-    for g in groups:
-        if len(g) > 1:
-            out.update(_share_one(g, arrays, leaf, said))
+    for g in _overlapping(spans):  # (planned only where memory overlaps: one judgement each elsewhere)
+        planned = {i: leaf.dry_plan(arrays[i][2], arrays[i][3]) for i in g}
+        copying = [(_extent(arrays[i][2]), str(arrays[i][2].device), i) for i in g if planned[i].copies]
+        for sub in _overlapping(copying):
+            out.update(_share_one(sub, arrays, [planned[i] for i in sub], leaf, said))
     return out
 
 
-def _share_one(g: list[int], arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], leaf: Leaf,
-               said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
+def _share_one(g: list[int], arrays: list[tuple[str, object, Tensor, tuple[Fix, ...]]], planned: list[Plan],
+               leaf: Leaf, said: dict[str, tuple[Fix, ...]]) -> dict[int, object]:  # fmt: skip
     members = [arrays[i] for i in g]
     dt = members[0][2].dtype
-    planned = [leaf.dry_plan(t, made) for _, _, t, made in members]
     kinds = {f.kind for p in planned for f in p.fixes if f.copies}
     if not kinds or not kinds <= _REGION_KINDS or any(t.dtype is not dt for _, _, t, _ in members):
         return {}

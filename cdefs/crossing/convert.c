@@ -210,28 +210,42 @@ static int warn_prototype(PyObject *proto) {
   return r == NULL ? -1 : 0;
 }
 
-/* The CopyWarning of what the fast path copied unasked, in the general
- * path's words (the convert_copied up-call): one array (`t`, judged `why`,
- * remembered per kind of call: see warn_prototype), or a table's columns
- * `names` of `total` (t NULL), which Python warns itself. 0, or -1 with an
- * exception (a warning made an error). */
+/* The CopyWarning of what the engine copied unasked, worded by Python from
+ * C's judgement (the convert_copied up-call): one array (`t`, judged `why`),
+ * or the leaves `names` of a batch or a table of `total` (t NULL; a list of
+ * (path, why, tensor or None for Arrow values), a path a tuple of keys and
+ * indexes). Python returns the warning and whether its words hold for every
+ * call of this kind (none names a tensor): such a one is remembered by (to,
+ * why) or (to, total, the leaves' paths and judgements) and warned again
+ * without entering Python (warn_prototype). 0, or -1 with an exception (a
+ * warning made an error). */
 static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *names, Py_ssize_t total) {
-  PyObject *key = NULL;
+  PyObject *key;
   if (names == NULL) {
     key = Py_BuildValue("(OI)", to, (unsigned int)why);
-    if (key == NULL) return -1;
-    PyObject *proto = said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
-    if (proto != NULL) {
-      Py_DECREF(key);
-      Py_INCREF(proto); /* (a warning's code may clear the cache) */
-      int rc = warn_prototype(proto);
-      Py_DECREF(proto);
-      return rc;
+  } else {
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *said = PyTuple_New(n);
+    for (Py_ssize_t i = 0; said != NULL && i < n; i++) {
+      PyObject *leaf = PyList_GET_ITEM(names, i); /* (path, why, tensor) */
+      PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(leaf, 0), PyTuple_GET_ITEM(leaf, 1));
+      if (pair == NULL) Py_CLEAR(said);
+      else PyTuple_SET_ITEM(said, i, pair);
     }
-    if (PyErr_Occurred()) {
-      Py_DECREF(key);
-      return -1;
-    }
+    key = said ? Py_BuildValue("(OnN)", to, total, said) : NULL;
+  }
+  if (key == NULL) return -1;
+  PyObject *proto = said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
+  if (proto != NULL) {
+    Py_DECREF(key);
+    Py_INCREF(proto); /* (a warning's code may clear the cache) */
+    int rc = warn_prototype(proto);
+    Py_DECREF(proto);
+    return rc;
+  }
+  if (PyErr_Occurred()) {
+    Py_DECREF(key);
+    return -1;
   }
   PyObject *fn = upcall(UP_CONVERT_COPIED);
   PyObject *bits = fn ? PyLong_FromUnsignedLong(why) : NULL;
@@ -244,12 +258,12 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
   Py_XDECREF(bits);
   Py_XDECREF(count);
   int rc = r == NULL ? -1 : 0;
-  if (rc == 0 && names == NULL) { /* (prototype, remember): warned here */
+  if (rc == 0) { /* (prototype, remember): warned here */
     if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
       PyErr_SetString(PyExc_SystemError, "convert_copied returned no (warning, remember) pair");
       rc = -1;
     } else {
-      PyObject *proto = PyTuple_GET_ITEM(r, 0);
+      proto = PyTuple_GET_ITEM(r, 0);
       if (PyObject_IsTrue(PyTuple_GET_ITEM(r, 1)) == 1) {
         if (said_cache == NULL || PyDict_GET_SIZE(said_cache) >= 256) Py_XSETREF(said_cache, PyDict_New());
         if (said_cache == NULL || PyDict_SetItem(said_cache, key, proto) < 0) rc = -1;
@@ -257,9 +271,114 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
       if (rc == 0) rc = warn_prototype(proto);
     }
   }
-  Py_XDECREF(key);
+  Py_DECREF(key);
   Py_XDECREF(r);
   return rc;
+}
+
+/* The results of a batch's leaves so far, by source object: the same array
+ * twice is one result (as on the general path), and one import (a
+ * destination may not take the same memory twice: paddle releases one of
+ * two imports of it). A few compared directly, the rest in a dict by address. */
+#define MEMO_DIRECT 16
+typedef struct {
+  Py_ssize_t n;
+  PyObject *keys[MEMO_DIRECT], *values[MEMO_DIRECT]; /* owned (a key cannot die and its address be reused) */
+  PyObject *more;                                    /* id -> (leaf, result), past MEMO_DIRECT */
+} memo;
+
+static PyObject *memo_get(memo *m, PyObject *leaf) {
+  for (Py_ssize_t i = 0; i < m->n && i < MEMO_DIRECT; i++)
+    if (m->keys[i] == leaf) return Py_NewRef(m->values[i]);
+  if (m->more == NULL) return NULL;
+  PyObject *key = PyLong_FromVoidPtr(leaf);
+  PyObject *found = key ? PyDict_GetItemWithError(m->more, key) : NULL;
+  Py_XDECREF(key);
+  return found ? Py_NewRef(PyTuple_GET_ITEM(found, 1)) : NULL;
+}
+
+static int memo_put(memo *m, PyObject *leaf, PyObject *result) {
+  if (m->n < MEMO_DIRECT) {
+    m->keys[m->n] = Py_NewRef(leaf);
+    m->values[m->n++] = Py_NewRef(result);
+    return 0;
+  }
+  if (m->more == NULL && (m->more = PyDict_New()) == NULL) return -1;
+  PyObject *key = PyLong_FromVoidPtr(leaf), *pair = PyTuple_Pack(2, leaf, result);
+  int rc = key && pair ? PyDict_SetItem(m->more, key, pair) : -1;
+  Py_XDECREF(key);
+  Py_XDECREF(pair);
+  return rc;
+}
+
+static void memo_clear(memo *m) {
+  for (Py_ssize_t i = 0; i < m->n; i++) {
+    Py_DECREF(m->keys[i]);
+    Py_DECREF(m->values[i]);
+  }
+  Py_CLEAR(m->more);
+}
+
+#define BATCH_MAX_DEPTH 32
+
+typedef struct {
+  uintptr_t lo, hi;
+} extent;
+
+/* One batch call on the engine's one traversal: its leaves' results so far,
+ * how many were taken, whether the call shares read-only memory, the path of
+ * the leaf being taken (a dict's key, or NULL and a list's or tuple's index;
+ * borrowed from the snapshot batch_to walks), and what was copied unasked:
+ * (path, judgement, tensor or None) for the warning, and the bytes each read
+ * (copies that overlap are the general path's: it copies them as one region). */
+typedef struct {
+  memo seen;
+  Py_ssize_t arrays;
+  int share, depth;
+  PyObject *keys[BATCH_MAX_DEPTH];
+  Py_ssize_t idx[BATCH_MAX_DEPTH];
+  PyObject *copied;
+  extent *ext;
+  Py_ssize_t next, room;
+} batch;
+
+/* The leaf being taken (its source's bytes [lo, hi), `t` the tensor read
+ * from it or NULL for Arrow values) was copied unasked for `why`: kept for
+ * the batch's one CopyWarning. 0, or -1 with an exception. */
+static int batch_copied(batch *b, PyObject *t, uint32_t why, uintptr_t lo, uintptr_t hi) {
+  if (b->next == b->room) {
+    Py_ssize_t room = b->room ? 2 * b->room : 8;
+    extent *more = PyMem_Realloc(b->ext, (size_t)room * sizeof(extent));
+    if (more == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    b->ext = more;
+    b->room = room;
+  }
+  if (hi > lo) b->ext[b->next++] = (extent){lo, hi}; /* (an empty one overlaps nothing) */
+  PyObject *path = PyTuple_New(b->depth);
+  for (int k = 0; path != NULL && k < b->depth; k++) {
+    PyObject *key = b->keys[k] ? Py_NewRef(b->keys[k]) : PyLong_FromSsize_t(b->idx[k]);
+    if (key == NULL) Py_CLEAR(path);
+    else PyTuple_SET_ITEM(path, k, key);
+  }
+  PyObject *said = path ? Py_BuildValue("(NIO)", path, (unsigned int)why, t ? t : Py_None) : NULL;
+  if (said != NULL && b->copied == NULL) b->copied = PyList_New(0);
+  int rc = said && b->copied ? PyList_Append(b->copied, said) : -1;
+  Py_XDECREF(said);
+  return rc;
+}
+
+/* The bytes tensor `t` reads, [lo, hi) (lo == hi when empty or past int64). */
+static void tensor_extent(TensorObject *t, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t start;
+  int64_t nbytes, offset;
+  if (bridge_foreign_span((uintptr_t)bridge_tensor_data(t), t->ndim, t->shape, t->strides, t->dtype->itemsize,
+                          &start, &nbytes, &offset) < 0)
+    nbytes = 0, start = 0;
+  *lo = start;
+  *hi = start + (uintptr_t)nbytes;
 }
 
 /* Read-only host tensor `t` lent to `d` through a writable alias (FIX_LEND):
@@ -282,33 +401,45 @@ static PyObject *lend_tensor(const destination *d, TensorObject *t) {
   return out;
 }
 
+/* Whether the leaf or call shares read-only memory (readonly="share"). */
+static int shares(batch *b, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  return b ? b->share : sharing(args, nargsf, kwnames);
+}
+
 /* A bridge tensor that `d` does not hold as it is (judged `why` on this
  * pass: never judged again) given to it with its fix made here (fix_of),
- * the CopyWarning worded by the general path; else the general path's,
- * handed `obj`. A batch's leaf is the general path's whole batch. */
+ * the CopyWarning worded by Python from the judgement (a batch's leaf: kept
+ * in `b` for the batch's one warning); else the general path's, handed `obj`
+ * (a batch's leaf: the whole batch). */
 static PyObject *tensor_fixed(const destination *d, TensorObject *t, uint32_t why, PyObject *obj,
-                              PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  if (kwnames == batch_marker) return Py_NewRef(needs_general);
-  int how = fix_of(d, why, sharing(args, nargsf, kwnames));
-  if (how == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
+                              PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames, batch *b) {
+  if (kwnames == batch_marker && b == NULL) return Py_NewRef(needs_general);
+  int how = fix_of(d, why, shares(b, args, nargsf, kwnames));
+  if (how == FIX_GENERAL) return general(obj, args, nargsf, kwnames); /* (a batch's leaf: needs_general) */
   if (how == FIX_LEND) return lend_tensor(d, t);
   PyObject *c = bridge_tensor_rowmajor_copy(t);
   if (c == NULL) return NULL;
   PyObject *out = take_tensor(d, (TensorObject *)c);
   Py_DECREF(c);
-  if (out != NULL && warn_copied(args[1], why, t, NULL, 1) < 0) Py_CLEAR(out);
+  if (out != NULL && b != NULL) {
+    uintptr_t lo, hi;
+    tensor_extent(t, &lo, &hi);
+    if (batch_copied(b, (PyObject *)t, why, lo, hi) < 0) Py_CLEAR(out);
+  } else if (out != NULL && warn_copied(args[1], why, t, NULL, 1) < 0) {
+    Py_CLEAR(out);
+  }
   return out;
 }
 
 /* A bridge tensor (the source, or what the source was imported as) into
  * one registered destination; `obj` is what the general path is handed. */
 static PyObject *tensor_to(const destination *d, TensorObject *t, PyObject *obj, PyObject *const *args,
-                           Py_ssize_t nargsf, PyObject *kwnames) {
+                           Py_ssize_t nargsf, PyObject *kwnames, batch *b) {
   view v;
   if (d->take == TAKE_BRIDGE) return Py_NewRef((PyObject *)t);
   view_of_tensor(t, &v);
   uint32_t why = judged(d, &v);
-  return why == 0 ? take_tensor(d, t) : tensor_fixed(d, t, why, obj, args, nargsf, kwnames);
+  return why == 0 ? take_tensor(d, t) : tensor_fixed(d, t, why, obj, args, nargsf, kwnames, b);
 }
 
 static PyObject *str_dlpack_method, *str_arrow_array, *str_arrow_stream;
@@ -328,7 +459,7 @@ static int is_jax_array(PyTypeObject *tp) {
  * are (read-only, 1-d), else as a bridge tensor (which the general path fixes). */
 /* Whether the call says readonly="share" (read-only memory lent to a
  * destination that may write it: the caller's word that it will not). A
- * batch's leaves carry no keywords: they never share here. */
+ * batch's leaves carry no keywords: the batch reads it once (batch.share). */
 static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   if (kwnames == NULL || kwnames == batch_marker) return 0;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -384,13 +515,13 @@ static int64_t values_bytes(const bridge_arrow_values *av) {
  * judgement, for tensor_fixed (a layout or alignment copy) or the general
  * path. */
 static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
-                          PyObject *kwnames) {
+                          PyObject *kwnames, batch *b) {
   bridge_arrow_values av;
   int got = bridge_arrow_values_of(obj, &av);
   if (got <= 0) return got < 0 ? NULL : general(obj, args, nargsf, kwnames);
   BUMP(STAT_CONVERT_READS);
   uint32_t why;
-  int how = values_plan(d, &av, sharing(args, nargsf, kwnames), kwnames != batch_marker, &why);
+  int how = values_plan(d, &av, shares(b, args, nargsf, kwnames), kwnames != batch_marker || b != NULL, &why);
   int64_t nbytes = how == VALUES_COPIED ? values_bytes(&av) : 0;
   if (how == VALUES_COPIED && nbytes > 0) {
     char *data;
@@ -402,7 +533,9 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
       Py_DECREF(owner);
     }
     Py_DECREF(av.guard);
-    if (out != NULL && warn_copied(args[1], why, NULL, NULL, 1) < 0) Py_CLEAR(out);
+    if (out != NULL && (b ? batch_copied(b, NULL, why, (uintptr_t)av.data, (uintptr_t)av.data + (uintptr_t)nbytes)
+                          : warn_copied(args[1], why, NULL, NULL, 1)) < 0)
+      Py_CLEAR(out);
     return out;
   }
   if (itself(d, obj, why, kwnames)) { /* a same-library call: its input, as the library's own identity */
@@ -417,14 +550,10 @@ static PyObject *arrow_to(const destination *d, PyObject *obj, PyObject *const *
   PyObject *t = bridge_arrow_values_tensor(&av);
   if (t == NULL) return NULL;
   PyObject *out = why == 0 ? take_tensor(d, (TensorObject *)t)
-                           : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames);
+                           : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames, b);
   Py_DECREF(t);
   return out;
 }
-
-typedef struct {
-  uintptr_t lo, hi;
-} extent;
 
 /* A table column's plan (values_plan) and, copied, its new block and owner. */
 typedef struct {
@@ -441,8 +570,11 @@ static int by_start(const void *a, const void *b) {
 /* Whether any two of the n extents share a byte (sorts them). */
 static int any_overlap(extent *e, Py_ssize_t n) {
   qsort(e, (size_t)n, sizeof(extent), by_start);
-  for (Py_ssize_t i = 1; i < n; i++)
-    if (e[i].lo < e[i - 1].hi) return 1;
+  uintptr_t end = n > 0 ? e[0].hi : 0; /* the furthest any earlier one reaches */
+  for (Py_ssize_t i = 1; i < n; i++) {
+    if (e[i].lo < end) return 1;
+    if (e[i].hi > end) end = e[i].hi;
+  }
   return 0;
 }
 
@@ -484,12 +616,16 @@ static int copy_columns(const bridge_arrow_values *cols, planned *pl, Py_ssize_t
   return 0;
 }
 
-/* The names of the columns planned VALUES_COPIED, of the k at `idx` (a new list). */
+/* The columns planned VALUES_COPIED, of the k at `idx`, as warn_copied
+ * takes copied leaves: a new list of ((name,), J_READONLY, None). */
 static PyObject *copied_names(PyObject *names, const planned *pl, const Py_ssize_t *idx, Py_ssize_t k) {
   PyObject *copied = PyList_New(0);
-  for (Py_ssize_t c = 0; copied != NULL && c < k; c++)
-    if (pl[idx[c]].how == VALUES_COPIED && PyList_Append(copied, PyTuple_GET_ITEM(names, idx[c])) < 0)
-      Py_CLEAR(copied);
+  for (Py_ssize_t c = 0; copied != NULL && c < k; c++) {
+    if (pl[idx[c]].how != VALUES_COPIED) continue;
+    PyObject *said = Py_BuildValue("((O)IO)", PyTuple_GET_ITEM(names, idx[c]), (unsigned int)J_READONLY, Py_None);
+    if (said == NULL || PyList_Append(copied, said) < 0) Py_CLEAR(copied);
+    Py_XDECREF(said);
+  }
   return copied;
 }
 
@@ -580,7 +716,7 @@ static PyObject *table_to(const destination *d, PyObject *obj, PyObject *const *
     Py_CLEAR(out);
   if (out != NULL && ncopied > 0) {
     PyObject *copied = copied_names(names, pl, idx, k);
-    if (copied == NULL || warn_copied(args[1], J_READONLY, NULL, copied, k) < 0) Py_CLEAR(out);
+    if (copied == NULL || warn_copied(args[1], 0, NULL, copied, k) < 0) Py_CLEAR(out);
     Py_XDECREF(copied);
   }
 done:
@@ -598,9 +734,10 @@ done:
 /* The fast path into one registered destination. */
 static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
 
-static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames,
+                            batch *b) {
   PyObject *obj = args[0];
-  if (Tensor_Check(obj)) return tensor_to(d, (TensorObject *)obj, obj, args, nargsf, kwnames);
+  if (Tensor_Check(obj)) return tensor_to(d, (TensorObject *)obj, obj, args, nargsf, kwnames, b);
   PyTypeObject *tp = Py_TYPE(obj);
   DLManagedTensorVersioned *m = NULL;
   int got = 0;
@@ -615,12 +752,12 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
     uint32_t why = d->take == TAKE_BRIDGE ? 0 : judged(d, &v); /* (bridge holds whatever it imports) */
     if (itself(d, obj, why, kwnames)) return Py_NewRef(obj);
     if (why != 0) { /* a fix made here: the array as a bridge tensor, its judgement kept */
-      if (kwnames == batch_marker) return Py_NewRef(needs_general);
-      if (fix_of(d, why, sharing(args, nargsf, kwnames)) == FIX_GENERAL) return general(obj, args, nargsf, kwnames);
+      if (fix_of(d, why, shares(b, args, nargsf, kwnames)) == FIX_GENERAL || (kwnames == batch_marker && b == NULL))
+        return general(obj, args, nargsf, kwnames);
       m = bridge_dlpack_build_owned(obj, dl.data, dl.device, dl.dtype, dl.ndim, shape, strides,
                                     readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
       PyObject *t = m ? bridge_dlpack_take(m, 1) : NULL;
-      PyObject *out = t ? tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames) : NULL;
+      PyObject *out = t ? tensor_fixed(d, (TensorObject *)t, why, t, args, nargsf, kwnames, b) : NULL;
       Py_XDECREF(t);
       return out;
     }
@@ -646,7 +783,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
        * here; bit-packed bools, nulls, chunks, nested types go to the general
        * path, which names the fix or the refusal */
       return bridge_arrow_is_table(tp) ? table_to(d, obj, args, nargsf, kwnames, NULL)
-                                       : arrow_to(d, obj, args, nargsf, kwnames);
+                                       : arrow_to(d, obj, args, nargsf, kwnames, b);
     } else if (_PyType_Lookup(tp, str_dlpack_method) != NULL) {
       /* a jax array on the host: its buffer (the buffer protocol waits for the
        * array to be computed, as its __dlpack__ does; read-only), without
@@ -707,7 +844,7 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
       PyObject *out = itself(d, obj, why, kwnames) ? Py_NewRef(obj)
                       : why == 0 || d->take == TAKE_BRIDGE
                           ? take_tensor(d, (TensorObject *)t)
-                          : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames);
+                          : tensor_fixed(d, (TensorObject *)t, why, for_general(d, obj, t), args, nargsf, kwnames, b);
       Py_DECREF(t);
       return out;
     }
@@ -725,14 +862,12 @@ static PyObject *convert_to(const destination *d, PyObject *const *args, Py_ssiz
   PyObject *t = bridge_dlpack_take_exchanged(m); /* imported once: fixed here, or by the general path */
   if (t == NULL) return NULL;
   PyObject *out = tensor_fixed(d, (TensorObject *)t, why & J_OFFSET ? J_OFFSET : why, for_general(d, obj, t), args,
-                               nargsf, kwnames);
+                               nargsf, kwnames, b);
   Py_DECREF(t);
   return out;
 }
 
 /* ------------------------------------------------------------ batches */
-
-#define BATCH_MAX_DEPTH 32
 
 /* A leaf kept as it is (a value, not memory: as torch's default_convert keeps it). */
 static int is_value(PyObject *o) {
@@ -741,76 +876,35 @@ static int is_value(PyObject *o) {
          tp == &PyBytes_Type;
 }
 
-/* The results of a batch's leaves so far, by source object: the same array
- * twice is one result (as on the general path), and one import (a
- * destination may not take the same memory twice: paddle releases one of
- * two imports of it). A few compared directly, the rest in a dict by address. */
-#define MEMO_DIRECT 16
-typedef struct {
-  Py_ssize_t n;
-  PyObject *keys[MEMO_DIRECT], *values[MEMO_DIRECT]; /* owned (a key cannot die and its address be reused) */
-  PyObject *more;                                    /* id -> (leaf, result), past MEMO_DIRECT */
-} memo;
-
-static PyObject *memo_get(memo *m, PyObject *leaf) {
-  for (Py_ssize_t i = 0; i < m->n && i < MEMO_DIRECT; i++)
-    if (m->keys[i] == leaf) return Py_NewRef(m->values[i]);
-  if (m->more == NULL) return NULL;
-  PyObject *key = PyLong_FromVoidPtr(leaf);
-  PyObject *found = key ? PyDict_GetItemWithError(m->more, key) : NULL;
-  Py_XDECREF(key);
-  return found ? Py_NewRef(PyTuple_GET_ITEM(found, 1)) : NULL;
-}
-
-static int memo_put(memo *m, PyObject *leaf, PyObject *result) {
-  if (m->n < MEMO_DIRECT) {
-    m->keys[m->n] = Py_NewRef(leaf);
-    m->values[m->n++] = Py_NewRef(result);
-    return 0;
-  }
-  if (m->more == NULL && (m->more = PyDict_New()) == NULL) return -1;
-  PyObject *key = PyLong_FromVoidPtr(leaf), *pair = PyTuple_Pack(2, leaf, result);
-  int rc = key && pair ? PyDict_SetItem(m->more, key, pair) : -1;
-  Py_XDECREF(key);
-  Py_XDECREF(pair);
-  return rc;
-}
-
-static void memo_clear(memo *m) {
-  for (Py_ssize_t i = 0; i < m->n; i++) {
-    Py_DECREF(m->keys[i]);
-    Py_DECREF(m->values[i]);
-  }
-  Py_CLEAR(m->more);
-}
-
-/* `obj` (a dict, list or tuple, nested) with each array leaf taken by the
- * fast path into `d` and every value kept; `needs_general` when a leaf or a
+/* `obj` (a dict, list or tuple, nested) with each array leaf taken into
+ * `d` on the one pass (as it is, or with its fix: tensor_fixed keeps what it
+ * copied in `b`) and every value kept; `needs_general` when a leaf or a
  * container is the general path's (bridge.crossing.units decides those).
- * `arrays` counts the leaves taken. `args` is the call's (args[0] replaced per leaf). */
+ * `args` is the call's (args[0] replaced per leaf). */
 static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *args, Py_ssize_t nargsf,
-                          PyObject *kwnames, int depth, Py_ssize_t *arrays, memo *seen) {
+                          PyObject *kwnames, int depth, batch *b) {
   PyTypeObject *tp = Py_TYPE(obj);
   int dict = tp == &PyDict_Type, list = tp == &PyList_Type, tuple = tp == &PyTuple_Type;
   if (!dict && !list && !tuple) {
     if (is_value(obj)) return Py_NewRef(obj);
     if (tp == &PyCapsule_Type) return Py_NewRef(needs_general); /* one-shot: read once, by the general path */
-    PyObject *again = memo_get(seen, obj);
+    PyObject *again = memo_get(&b->seen, obj);
     if (again != NULL || PyErr_Occurred()) return again;
     PyObject *stack[3] = {obj, args[1], Py_None}; /* (obj, to, a value for the mark: never read) */
-    PyObject *out = convert_to(d, stack, 2, batch_marker);
+    b->depth = depth;
+    PyObject *out = convert_to(d, stack, 2, batch_marker, b);
     if (out != NULL && out != needs_general) {
-      ++*arrays;
-      if (memo_put(seen, obj, out) < 0) Py_CLEAR(out);
+      ++b->arrays;
+      if (memo_put(&b->seen, obj, out) < 0) Py_CLEAR(out);
     }
     return out;
   }
   if (depth >= BATCH_MAX_DEPTH) return Py_NewRef(needs_general);
   /* A leaf's import runs Python (a __dlpack__, an __arrow_c_array__), which
    * may change a list or dict under the loop: the loop walks a snapshot taken
-   * here, which holds its items, and converts what the container held when
-   * the call read it. (A tuple cannot change; what it holds is snapshotted
-   * in turn.) */
+   * here, which holds its items (and the keys b->keys borrows), and converts
+   * what the container held when the call read it. (A tuple cannot change;
+   * what it holds is snapshotted in turn.) */
   PyObject *items = dict ? PyDict_Copy(obj) : list ? PyList_GetSlice(obj, 0, PyList_GET_SIZE(obj)) : Py_NewRef(obj);
   if (items == NULL) return NULL;
   Py_ssize_t n = dict ? PyDict_GET_SIZE(items) : Py_SIZE(items);
@@ -823,7 +917,9 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
   PyObject *key, *leaf;
   while (dict ? PyDict_Next(items, &pos, &key, &leaf) : i < n) {
     if (!dict) leaf = list ? PyList_GET_ITEM(items, i) : PyTuple_GET_ITEM(items, i);
-    PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, arrays, seen);
+    b->keys[depth] = dict ? key : NULL;
+    b->idx[depth] = i;
+    PyObject *r = batch_to(d, leaf, args, nargsf, kwnames, depth + 1, b);
     if (r == NULL || r == needs_general) {
       Py_DECREF(out);
       Py_DECREF(items);
@@ -848,20 +944,26 @@ static PyObject *batch_to(const destination *d, PyObject *obj, PyObject *const *
   return out;
 }
 
-/* A batch into `d`: all on the fast path, or (any leaf it does not finish, no
- * array at all) all on the general path. */
+/* A batch into `d` on the one traversal: every leaf taken as it is or with
+ * its fix, and one CopyWarning for the leaves copied unasked (worded by
+ * Python from each judgement); the general path's, whole, when a leaf or a
+ * container is (bridge.crossing.units), when copies overlap (one region
+ * there, so that they still share memory), or when it holds no array. */
 static PyObject *batch_call(const destination *d, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  Py_ssize_t arrays = 0;
-  memo seen = {0};
-  PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &arrays, &seen);
-  memo_clear(&seen);
-  if (out != NULL && out != needs_general && arrays > 0) return out;
-  if (out == NULL) return NULL;
+  batch b = {.share = sharing(args, nargsf, kwnames)};
+  PyObject *out = batch_to(d, args[0], args, nargsf, kwnames, 0, &b);
+  memo_clear(&b.seen);
+  if (out != NULL && out != needs_general && (b.arrays == 0 || (b.next > 1 && any_overlap(b.ext, b.next))))
+    Py_SETREF(out, Py_NewRef(needs_general));
+  if (out != NULL && out != needs_general && b.copied != NULL &&
+      warn_copied(args[1], 0, NULL, b.copied, b.arrays) < 0)
+    Py_CLEAR(out);
+  Py_XDECREF(b.copied);
+  PyMem_Free(b.ext);
+  if (out != needs_general) return out;
   Py_DECREF(out);
   return general(args[0], args, nargsf, kwnames);
 }
-
-
 
 /* convert(obj, to, *, copy=None, readonly="copy", dtype=None, device=None,
  * contiguous=False, writable=False, columns=None, stack=False) */
@@ -942,7 +1044,7 @@ static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssiz
   PyObject *want_dtype = PyTuple_GET_ITEM(read, 0);
   int contiguous = PyTuple_GET_ITEM(read, 1) == Py_True, writable = PyTuple_GET_ITEM(read, 2) == Py_True;
   PyObject *imp[2] = {obj, args[1]};
-  PyObject *t = convert_to(&importer, imp, 2, batch_marker);
+  PyObject *t = convert_to(&importer, imp, 2, batch_marker, NULL);
   PyObject *out = NULL;
   if (t == needs_general) {
     Py_DECREF(t);
@@ -957,7 +1059,7 @@ static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssiz
                 (writable && tt->storage->readonly);
     DLDataType key = {dt->code, dt->bits, dt->lanes};
     if (!asked) { /* (an ask, even one met as it is, is no same-library identity: the general path's rule) */
-      out = why == 0 ? take_tensor(d, tt) : tensor_fixed(d, tt, why, obj, args, nargsf, kwnames);
+      out = why == 0 ? take_tensor(d, tt) : tensor_fixed(d, tt, why, obj, args, nargsf, kwnames, NULL);
     } else if (why & (J_NOT_JUDGED | J_ZERO_D | J_NDIM | J_ND_BOOL | J_ZERO_WIDTH | J_EMPTY | J_DEVICE) ||
                dtype_index(d->dtypes, d->ndtypes, dtype_key(key)) == d->ndtypes) {
       out = slow_call(args, nargsf, kwnames); /* a copy it would not hold as it is: the general path explains */
@@ -1088,7 +1190,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
    * may empty the registry meanwhile. */
   Py_INCREF(cap);
   const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
-  PyObject *out = d ? convert_to(d, args, nargsf, kwnames) : NULL;
+  PyObject *out = d ? convert_to(d, args, nargsf, kwnames, NULL) : NULL;
   Py_DECREF(cap);
   return out;
 }

@@ -111,6 +111,122 @@ def test_a_fix_the_engine_leaves_to_python_is_judged_there_once() -> None:
     assert out.dtype.name == "bfloat16"
 
 
+# ------------------------------------------------------------------ counters, batches
+
+
+def test_a_batch_whose_leaves_need_fixes_is_one_traversal_of_the_engine() -> None:
+    """A dict of 8 with read-only, reversed and Arrow leaves: each leaf read
+    once and judged once, the copies made by the engine, and Python reached
+    once, to word the batch's one CopyWarning from C's judgements."""
+    batch = {f"k{i}": np.arange(64, dtype=np.float32) + i for i in range(5)}
+    batch["ro"] = _read_only(A)
+    batch["flipped"] = A[::-1]
+    batch["arrow"] = pa.array(A + 1)  # (pa.array(A) would be A's memory, which flipped overlaps)
+    with spy() as calls:
+        out, counts, said = counted(lambda: bridge.convert(batch, torch))
+    assert calls == [] and counts == (8, 8, 1)
+    assert len(said) == 1
+    w = said[0].message
+    assert isinstance(w, bridge.CopyWarning) and said[0].filename == __file__
+    assert list(w.leaves) == ["['ro']", "['flipped']", "['arrow']"]
+    assert "copied 3 of 8 arrays" in str(w)
+    for k, v in batch.items():
+        want = v.to_numpy() if k == "arrow" else v
+        np.testing.assert_array_equal(out[k].numpy(), want)
+    assert all(out[f"k{i}"].data_ptr() == batch[f"k{i}"].ctypes.data for i in range(5))  # held as they are
+    out["ro"][0] = 9.0  # torch writes: its own memory
+    assert batch["ro"][0] == 0.0
+
+
+def test_a_batchs_warning_that_names_no_tensor_is_worded_by_python_once() -> None:
+    """Read-only leaves only: the warning's words name no tensor, so Python
+    words it at the first call and the engine warns it again, at the
+    caller's line, without entering Python; each warning a new instance."""
+    batch = {"x": _read_only(A), "n": 3, "y": [_read_only(A + 1)], "w": A}
+    with spy() as calls:
+        out, counts, said = counted(lambda: bridge.convert(batch, torch))
+    assert calls == [] and counts == (3, 3, 0)
+    assert len(said) == 1 and said[0].filename == __file__
+    w = said[0].message
+    assert isinstance(w, bridge.CopyWarning) and list(w.leaves) == ["['x']", "['y'][0]"]
+    assert "copied 2 of 3 arrays" in str(w) and w.kind == "read-only"
+    with pytest.warns(bridge.CopyWarning) as again:
+        bridge.convert(batch, torch)
+    assert again[0].message is not w and str(again[0].message) == str(w)
+    assert out["y"][0].tolist() == (A + 1).tolist() and out["n"] == 3
+
+
+def test_a_batchs_copied_leaves_are_named_by_their_paths() -> None:
+    x, y = _read_only(A[:4]), _read_only(A[4:8])
+    with pytest.warns(bridge.CopyWarning) as caught:
+        out = bridge.convert({"a": [x, {"b": y}], "c": (A[:2],)}, torch)
+    w = caught[0].message
+    assert isinstance(w, bridge.CopyWarning)
+    assert list(w.leaves) == ["['a'][0]", "['a'][1]['b']"]
+    assert "copied 2 of 3 arrays" in str(w)
+    assert out["a"][1]["b"].tolist() == y.tolist() and isinstance(out["c"], tuple)
+
+
+def test_a_batch_shares_read_only_leaves_on_the_one_pass() -> None:
+    batch = {"ro": _read_only(A), "arrow": pa.array(A), "w": A}
+    with spy() as calls:
+        out, counts, said = counted(lambda: bridge.convert(batch, torch, readonly="share"))
+    assert calls == [] and counts == (3, 3, 0) and said == []
+    assert out["ro"].data_ptr() == batch["ro"].ctypes.data
+    assert out["arrow"].data_ptr() == batch["arrow"].buffers()[1].address
+
+
+def _with_general_leaf(batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch with one more leaf the engine leaves to Python (Arrow bools,
+    bit-packed), so that the whole batch takes the general path."""
+    return {**batch, "bits": pa.array([True, False])}
+
+
+@pytest.mark.parametrize("path", ["engine", "general"])
+def test_a_leaf_held_as_it_is_stays_the_sources_memory_beside_an_overlapping_copy(path: str) -> None:
+    """One rule on both paths: a writable array and a read-only view over
+    part of its memory: the array is held as it is (zero-copy), the view
+    copied alone, and the warning names only the view."""
+    base = np.arange(16.0)
+    part = base[4:12]
+    part.flags.writeable = False
+    batch = {"all": base, "part": part}
+    if path == "general":
+        batch = _with_general_leaf(batch)
+    with spy() as calls, pytest.warns(bridge.CopyWarning) as caught:
+        out = bridge.convert(batch, torch)
+    assert (calls == []) == (path == "engine")
+    assert out["all"].data_ptr() == base.ctypes.data
+    assert out["part"].data_ptr() != part.ctypes.data and out["part"].tolist() == part.tolist()
+    w = caught[0].message
+    assert isinstance(w, bridge.CopyWarning) and "['part']" in w.leaves and "['all']" not in w.leaves
+
+
+@pytest.mark.parametrize("path", ["engine", "general"])
+def test_overlapping_copies_in_a_batch_still_share_one_copy(path: str) -> None:
+    """Read-only leaves over one memory are copied as one region on either
+    path (the engine hands such a batch to the general path, which makes the
+    region), so that they still share memory after."""
+    base = _read_only(np.arange(12.0))
+    batch = {"head": base[:8], "tail": base[4:]}
+    if path == "general":
+        batch = _with_general_leaf(batch)
+    with pytest.warns(bridge.CopyWarning):
+        out = bridge.convert(batch, torch)
+    assert out["tail"].data_ptr() == out["head"].data_ptr() + 4 * 8
+    out["head"][5] = -1.0
+    assert out["tail"][1] == -1.0 and base[5] == 5.0
+
+
+def test_a_batch_whose_warning_is_an_error_raises_and_keeps_nothing() -> None:
+    batch = {"ro": _read_only(A), "w": A}
+    bridge.convert({"w": A}, torch)  # (registered)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bridge.CopyWarning)
+        with pytest.raises(bridge.CopyWarning, match="copied 1 of 2 arrays"):
+            bridge.convert(batch, torch)
+
+
 # ------------------------------------------------------------------ same library
 
 
