@@ -78,3 +78,50 @@ def test_the_edges_are_read() -> None:
     assert any(m.startswith("bridge.kit") for m in EDGES["bridge.matrix"])
     assert "bridge.interop.arrow.types" in EDGES["bridge.interop.arrow.export"]
     assert "bridge.crossing.capabilities" in EDGES["bridge.crossing.convert"]
+
+
+def _cycle(mods: set[str]) -> list[str]:
+    """One import cycle among ``mods`` (by EDGES, lazy and TYPE_CHECKING
+    imports included), as the modules along it; [] when there is none."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str]:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(EDGES[m] & mods):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return []
+
+    for m in sorted(mods):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return []
+
+
+def test_the_crossing_layer_has_no_import_circle() -> None:
+    """convert and units used to import each other (units lazily): the
+    values both use (Fix, Plan, CopyWarning, Wants, the Steps a unit converts
+    with) live in bridge.crossing.fixes, which imports neither."""
+    crossing = {m for m in ALL if layer(m) == "crossing"}
+    assert "bridge.crossing.units" in crossing and "bridge.crossing.fixes" in crossing
+    assert _cycle(crossing) == [], " -> ".join(_cycle(crossing))
+
+
+def test_a_circle_is_seen() -> None:
+    # guards the search: the edges with one made-up back edge have a cycle
+    saved = EDGES["bridge.crossing.fixes"]
+    try:
+        EDGES["bridge.crossing.fixes"] = set(saved) | {"bridge.crossing.convert"}
+        assert _cycle({"bridge.crossing.convert", "bridge.crossing.fixes"})
+    finally:
+        EDGES["bridge.crossing.fixes"] = saved

@@ -15,15 +15,13 @@ import dataclasses
 import os
 import sys
 import warnings
-from collections.abc import Hashable, Mapping
-from types import MappingProxyType
-from typing import Literal, NamedTuple, TypeVar, cast
+from collections.abc import Hashable
+from typing import TypeVar, cast
 
 import numpy as np
 
 from bridge._native import lib
 from bridge.core.device import device
-from bridge.core.device import device as Device
 from bridge.core.dtypes import dtype as DType
 from bridge.core.dtypes import get_dtype, uint8
 from bridge.core.native import _C
@@ -32,6 +30,7 @@ from bridge.crossing import units
 from bridge.crossing.arguments import read_columns, read_flag, read_policy
 from bridge.crossing.capabilities import DESTINATIONS, Holds
 from bridge.crossing.destinations import narrowed, resolve, resolve_type, take, taker
+from bridge.crossing.fixes import NO_WANTS, CopyWarning, Fix, FixKind, Plan, Wants
 from bridge.crossing.signature import Convert, ReadOnlyPolicy
 from bridge.interop import asarray
 from bridge.interop.arrow import from_arrow
@@ -44,88 +43,7 @@ __all__ = ["convert", "plan", "Plan", "Fix", "FixKind", "CopyWarning", "ReadOnly
 _T = TypeVar("_T")
 
 
-#: What a fix does. Copies: ``"requested"`` (``copy=True``), ``"device"`` (the
-#: memory is on a device the destination does not hold), ``"layout"``
-#: (strides it cannot hold: negative, zero, not compact, not row-major),
-#: ``"alignment"`` (its first element is not aligned as it requires),
-#: ``"read-only"`` (read-only memory into a destination that writes),
-#: ``"destination"`` (the destination copies every import), ``"unpack"`` (Arrow's
-#: bit-packed bools, one byte per value in bridge's copy), ``"concatenate"``
-#: (Arrow data in several chunks or batches, joined in bridge's copy),
-#: ``"byte-order"`` (a NumPy array of non-native byte order, swapped in
-#: bridge's copy), ``"value"`` (a NumPy scalar, made a 0-d tensor). Views:
-#: ``"dtype-view"`` (the dtype seen as ml_dtypes' type of the same bytes),
-#: ``"offset"`` (the view's offset folded into the data pointer for a
-#: destination that ignores ``byte_offset``), ``"alias"`` (read-only memory
-#: handed as a legacy capsule to a destination that never writes), and
-#: ``"read-only-share"`` (``readonly="share"``: shared with a destination
-#: that may write it). What the caller asks for: ``"dtype"`` (``dtype=``, a
-#: cast), ``"contiguous"`` (``contiguous=True``), ``"writable"``
-#: (``writable=True`` of read-only memory); ``device=`` is a ``"device"`` copy;
-#: ``"stack"`` (``stack=True`` of a table whose columns are separate memory).
-FixKind = Literal["requested", "device", "layout", "alignment", "read-only", "destination", "unpack", "concatenate",
-                  "byte-order", "value", "dtype-view", "offset", "alias", "read-only-share", "dtype", "contiguous",
-                  "writable", "stack"]  # fmt: skip
-
-
 _BRIDGE_COPIES = ("requested", "device", "layout", "alignment", "read-only")
-
-
-_NO_LEAVES: Mapping[str, tuple[Fix, ...]] = MappingProxyType({})
-
-
-class CopyWarning(UserWarning):
-    """:func:`bridge.convert` copied (``copy=None``) where the destination
-    cannot hold the memory as it is. ``kind`` is the first reason's
-    :data:`FixKind`; ``fixes`` every fix made; ``leaves``, for a batch or a
-    table (one warning per call), each copied leaf's path (``"['x']"``,
-    ``"[0].mask"``) and its fixes (empty for a single array). Filter it with
-    ``warnings.filterwarnings("ignore", category=bridge.CopyWarning)``."""
-
-    def __init__(self, message: str, kind: FixKind, fixes: tuple[Fix, ...],
-                 leaves: Mapping[str, tuple[Fix, ...]] | None = None) -> None:  # fmt: skip
-        super().__init__(message)
-        self.kind: FixKind = kind
-        self.fixes: tuple[Fix, ...] = fixes
-        self.leaves: Mapping[str, tuple[Fix, ...]] = MappingProxyType(dict(leaves)) if leaves else _NO_LEAVES
-
-
-@dataclasses.dataclass(frozen=True)
-class Fix:
-    """One change :func:`convert` makes: its ``kind``, the ``reason`` in words
-    (naming the destination's rule), whether it ``copies`` the data, and
-    whether the caller ``asked`` for it (``dtype=``, ``device=``,
-    ``contiguous=``, ``writable=``, ``stack=``: named in the plan, never
-    warned about)."""
-
-    kind: FixKind
-    reason: str
-    copies: bool
-    asked: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What :func:`convert` would do: the ``destination``'s name and the
-    ``fixes``, in the order they are made (none: zero-copy as it is)."""
-
-    destination: str
-    fixes: tuple[Fix, ...]
-
-    @property
-    def copies(self) -> bool:
-        """Whether the result will not share the source's memory."""
-        return any(f.copies for f in self.fixes)
-
-    @property
-    def reasons(self) -> str:
-        """The copying fixes' reasons, in one sentence ("" when none copies)."""
-        return "; ".join(f.reason for f in self.fixes if f.copies)
-
-    @property
-    def unasked(self) -> tuple[Fix, ...]:
-        """The copying fixes the caller did not ask for (what a CopyWarning names)."""
-        return tuple(f for f in self.fixes if f.copies and not f.asked)
 
 
 # ------------------------------------------------------------------ import
@@ -392,18 +310,6 @@ def _as_is(name: str) -> Plan:
     return p
 
 
-class Wants(NamedTuple):
-    """What the caller asks of every converted array besides the destination
-    (``convert``'s ``dtype=``, ``device=``, ``contiguous=``, ``writable=``),
-    read once per call."""
-
-    dtype: DType | None
-    device: Device | None
-    contiguous: bool
-    writable: bool
-
-
-NO_WANTS = Wants(None, None, False, False)
 
 
 def wants(h: Holds, dtype: object = None, device_: object = None, contiguous: object = False,

@@ -25,16 +25,15 @@ import copy as _copy_module
 import dataclasses
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from bridge.core.native import _C
 from bridge.core.tensor import Tensor
 from bridge.crossing.capabilities import Holds
-
-if TYPE_CHECKING:
-    from bridge.crossing.convert import Fix, Leaf, Plan
+from bridge.crossing.fixes import Fix, Plan
+from bridge.crossing.fixes import Steps as Leaf
 
 __all__ = ["Batches", "convert_unit", "is_unit"]
 
@@ -454,8 +453,6 @@ def _stacked(columns: list[tuple[Hashable, object]], table: object, leaf: Leaf, 
     ``dtype=`` asks), column by column into column-major memory where the
     destination holds such strides (each column one contiguous run, as
     polars' own to_torch makes it), else row-major."""
-    from bridge.crossing.convert import Fix, Plan
-
     if not columns:
         raise ValueError("convert(stack=True): no columns to stack")
     parts: list[Tensor] = []
