@@ -91,7 +91,7 @@ def _cycle(mods: set[str]) -> list[str]:
         stack.append(m)
         for n in sorted(EDGES[m] & mods):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return [*stack[stack.index(n):], n]
             if n not in state:
                 found = visit(n)
                 if found:

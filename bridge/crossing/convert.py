@@ -384,13 +384,16 @@ _HANDOVER = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
 _OWN: dict[str, type | None] = {}
 
 
-def _itself(obj: object, t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, w: Wants) -> int | None:
-    """The judgement of ``t`` (imported from ``obj``), or None when ``obj`` is
+def _itself(obj: object, t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, w: Wants,
+            why: int | None = None) -> int | None:  # fmt: skip
+    """The judgement of ``t`` (imported from ``obj``; ``why`` when the C engine
+    made it on this pass), or None when ``obj`` is
     returned itself: a same-library call (``obj`` of the type ``h`` returns,
     or of a subclass where ``h.own_subclasses``) that needs no fix of its
     memory, no copy and no ask, as the library's own identity
     (``np.asarray(a)``, ``torch.as_tensor(t)``); the C engine's ``itself``."""
-    why = _judged(t, h)
+    if why is None or made:
+        why = _judged(t, h)
     if made or copy or w is not NO_WANTS or why & ~_HANDOVER:
         return why
     own = _OWN.get(h.name, _OWN)
@@ -503,12 +506,13 @@ def _make(t: Tensor, p: Plan, h: Holds, copy: bool | None) -> object:
 
 def _general(obj: object, to: object, *, copy: bool | None = None, readonly: ReadOnlyPolicy = "copy",
              dtype: object = None, device: object = None, contiguous: bool = False, writable: bool = False,
-             columns: object = None, stack: bool = False) -> object:  # fmt: skip
+             columns: object = None, stack: bool = False, judged: int | None = None) -> object:  # fmt: skip
     """convert()'s general path (the ``convert_slow`` up-call): every case the
     C fast path (``cdefs/crossing/convert.c``) does not finish, with ``obj``
-    already imported when the fast path read it, and the batches, tables and
-    streams of :mod:`bridge.crossing.units`. Registers ``to`` for the fast
-    path on the way."""
+    already imported when the fast path read it (and its judgement,
+    ``judged``, when the engine judged that tensor: never judged again), and
+    the batches, tables and streams of :mod:`bridge.crossing.units`.
+    Registers ``to`` for the fast path on the way."""
     copy, readonly = read_policy(copy, readonly)
     chosen, stacked = read_columns(columns), read_flag("stack", stack)
     h = resolve(to)
@@ -518,7 +522,7 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     if units.is_unit(obj) or chosen is not None or stacked:
         return units.convert_unit(obj, h, Leaf(h, copy, readonly, w, to), columns=chosen, stack=stacked)
     t, made = _import_fixed(obj)
-    why = _itself(obj, t, made, h, copy, w)
+    why = _itself(obj, t, made, h, copy, w, judged)
     if why is None:
         return obj
     t, p = _prepare(t, made, h, copy, readonly, w, why)

@@ -127,6 +127,34 @@ static PyObject *general(PyObject *obj, PyObject *const *args, Py_ssize_t nargsf
   return PyObject_Vectorcall(slow, stack, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
+/* The general path with the bridge tensor `t` C read and judged `why` on
+ * this pass: the judgement travels with it (the `judged=` keyword of the
+ * up-call), so that Python words and makes the fix without judging again. */
+static PyObject *str_judged_kw;
+
+static PyObject *general_judged(PyObject *t, uint32_t why, PyObject *const *args, Py_ssize_t nargsf,
+                                PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw + 1 > 8) return general(t, args, nargsf, kwnames);
+  PyObject *slow = upcall(UP_CONVERT_SLOW);
+  PyObject *names = slow ? PyTuple_New(nkw + 1) : NULL;
+  PyObject *bits = names ? PyLong_FromUnsignedLong(why) : NULL;
+  if (bits == NULL) {
+    Py_XDECREF(names);
+    return NULL;
+  }
+  PyObject *stack[8];
+  for (Py_ssize_t i = 0; i < nargs + nkw; i++) stack[i] = args[i];
+  stack[0] = t;
+  stack[nargs + nkw] = bits;
+  for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(names, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+  PyTuple_SET_ITEM(names, nkw, Py_NewRef(str_judged_kw));
+  PyObject *out = PyObject_Vectorcall(slow, stack, nargs, names);
+  Py_DECREF(names);
+  Py_DECREF(bits);
+  return out;
+}
+
 /* An ndarray over a managed host tensor with strides (versioned or legacy,
  * whose tensor and flags are `dl` and `flags`), its base releasing it when
  * the array dies: no bridge tensor between. */
@@ -415,6 +443,8 @@ static PyObject *tensor_fixed(const destination *d, TensorObject *t, uint32_t wh
                               PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames, batch *b) {
   if (kwnames == batch_marker && b == NULL) return Py_NewRef(needs_general);
   int how = fix_of(d, why, shares(b, args, nargsf, kwnames));
+  if (how == FIX_GENERAL && kwnames != batch_marker && obj == (PyObject *)t && !(why & (J_NOT_JUDGED | J_OFFSET)))
+    return general_judged(obj, why, args, nargsf, kwnames); /* (the tensor as judged: an offset is judged again) */
   if (how == FIX_GENERAL) return general(obj, args, nargsf, kwnames); /* (a batch's leaf: needs_general) */
   if (how == FIX_LEND) return lend_tensor(d, t);
   PyObject *c = bridge_tensor_rowmajor_copy(t);
@@ -1242,7 +1272,7 @@ static PyMethodDef crossing_functions[] = {
 };
 
 int bridge_crossing_init(PyObject *mod) {
-  if (!(str_copy_kw = PyUnicode_InternFromString("copy")) ||
+  if (!(str_copy_kw = PyUnicode_InternFromString("copy")) || !(str_judged_kw = PyUnicode_InternFromString("judged")) ||
       !(str_obj_kw = PyUnicode_InternFromString("obj")) || !(str_to_kw = PyUnicode_InternFromString("to")) ||
       !(str_dlpack_method = PyUnicode_InternFromString("__dlpack__")) ||
       !(str_arrow_array = PyUnicode_InternFromString("__arrow_c_array__")) ||

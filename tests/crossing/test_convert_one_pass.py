@@ -99,16 +99,18 @@ def test_readonly_share_lends_on_the_one_pass_without_python() -> None:
         assert out.data_ptr() == address
 
 
-def test_a_fix_the_engine_leaves_to_python_is_judged_there_once() -> None:
+def test_a_fix_the_engine_leaves_to_python_is_judged_once() -> None:
     """A dtype only ml_dtypes' view holds (bfloat16 into NumPy): the general
-    path's fix, on the tensor C imported (one read), judged by C once and by
-    the general path once."""
+    path's fix, on the tensor C imported (one read), with the judgement C
+    made on it (the up-call's ``judged=``): never judged again."""
     bf = torch.arange(6, dtype=torch.bfloat16)
     with spy() as calls:
         out, counts, _ = counted(lambda: bridge.convert(bf, np))
     assert len(calls) == 2 and all(isinstance(c, bridge.Tensor) for c in calls)  # (the first call, then the counted)
-    assert counts[0] == 1
-    assert out.dtype.name == "bfloat16"
+    assert counts == (1, 1, 1)
+    assert out.dtype.name == "bfloat16" and np.array_equal(out.astype(np.float32), np.arange(6, dtype=np.float32))
+    with pytest.raises(TypeError, match="judged"):
+        bridge.convert(bf, np, judged=0)  # type: ignore[call-overload]  # (the engine's word, not the caller's)
 
 
 # ------------------------------------------------------------------ counters, batches
