@@ -636,10 +636,14 @@ def _copy_warning(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> C
 #: an alias, an offset): their CopyWarning is made once per destination and
 #: reason, and the C engine warns a new instance of it at each later call.
 _SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
+#: The judgements whose words name the tensor's strides and nothing else of
+#: it (a layout the destination cannot hold): made once per destination,
+#: reason and strides.
+_SAID_BY_STRIDES = _SAID_ONCE | _C.JUDGE_NEGATIVE | _C.JUDGE_ZERO_STRIDE | _C.JUDGE_NOT_CONTIGUOUS | _C.JUDGE_NOT_COMPACT
 
 
 def _copied(to: object, why: int, t: Tensor | None, leaves: list[tuple[tuple[object, ...], int, Tensor | None]] | None,
-            total: int) -> tuple[CopyWarning, bool]:  # fmt: skip
+            total: int) -> tuple[CopyWarning, int]:  # fmt: skip
     """The ``convert_copied`` up-call: the CopyWarning of what the C engine
     copied unasked on its one pass, in the words :func:`_plan` gives its
     judgements (never judged again): of one array ``t`` judged ``why``, or of
@@ -647,18 +651,19 @@ def _copied(to: object, why: int, t: Tensor | None, leaves: list[tuple[tuple[obj
     why, tensor)`` (a path is the tuple of keys and indexes that reach it;
     the tensor None for Arrow values, whose one reason is read-only memory).
     Returns the warning, for the engine to warn at the caller's line, and
-    whether its words hold for every call of this kind (none names a
-    tensor), for the engine to remember."""
+    what its words depend on besides the destination and the judgements,
+    for the engine to remember it by: 1 nothing (none names a tensor), 2 one
+    array's strides, 0 more (an address, a dtype: worded each time)."""
     h = resolve(to)
     if leaves is not None:
         said = {"".join(f"[{k!r}]" for k in path): _plan(cast(Tensor, lt), h, None, "copy", lwhy).fixes
                 for path, lwhy, lt in leaves}  # fmt: skip
-        return _copy_warning(h, said, total), all(not lwhy & ~_SAID_ONCE for _, lwhy, _ in leaves)
+        return _copy_warning(h, said, total), int(all(not lwhy & ~_SAID_ONCE for _, lwhy, _ in leaves))
     p = _plan(cast(Tensor, t), h, None, "copy", why)
     unasked = p.unasked
     one = CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}", unasked[0].kind,
                       p.fixes)  # fmt: skip
-    return one, not why & ~_SAID_ONCE
+    return one, 1 if not why & ~_SAID_ONCE else 2 if not why & ~_SAID_BY_STRIDES else 0
 
 
 _C._register("convert_copied", _copied)

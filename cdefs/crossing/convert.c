@@ -238,19 +238,38 @@ static int warn_prototype(PyObject *proto) {
   return r == NULL ? -1 : 0;
 }
 
+/* One array's strides (in elements), as a tuple of ints. */
+static PyObject *strides_of(TensorObject *t) {
+  PyObject *out = PyTuple_New(t->ndim);
+  for (int i = 0; out != NULL && i < t->ndim; i++) {
+    PyObject *s = PyLong_FromLongLong(t->strides[i]);
+    if (s == NULL) Py_CLEAR(out);
+    else PyTuple_SET_ITEM(out, i, s);
+  }
+  return out;
+}
+
 /* The CopyWarning of what the engine copied unasked, worded by Python from
  * C's judgement (the convert_copied up-call): one array (`t`, judged `why`),
  * or the leaves `names` of a batch or a table of `total` (t NULL; a list of
  * (path, why, tensor or None for Arrow values), a path a tuple of keys and
- * indexes). Python returns the warning and whether its words hold for every
- * call of this kind (none names a tensor): such a one is remembered by (to,
- * why) or (to, total, the leaves' paths and judgements) and warned again
- * without entering Python (warn_prototype). 0, or -1 with an exception (a
- * warning made an error). */
+ * indexes). Python returns the warning and what its words depend on besides
+ * the destination and the judgements: 1 nothing (remembered by (to, why), or
+ * (to, total, the leaves' paths and judgements)), 2 one array's strides
+ * (remembered by (to, why, strides)), 0 more; a remembered one is warned
+ * again without entering Python (warn_prototype). 0, or -1 with an exception
+ * (a warning made an error). */
 static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *names, Py_ssize_t total) {
-  PyObject *key;
+  PyObject *key, *by_strides = NULL, *proto = NULL;
   if (names == NULL) {
     key = Py_BuildValue("(OI)", to, (unsigned int)why);
+    proto = key && said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
+    if (key != NULL && proto == NULL && !PyErr_Occurred() && t != NULL) { /* (a layout's words name its strides) */
+      PyObject *strides = strides_of(t);
+      by_strides = strides ? Py_BuildValue("(OIN)", to, (unsigned int)why, strides) : NULL;
+      if (by_strides == NULL) Py_CLEAR(key);
+      else if (said_cache != NULL) proto = PyDict_GetItemWithError(said_cache, by_strides);
+    }
   } else {
     Py_ssize_t n = PyList_GET_SIZE(names);
     PyObject *said = PyTuple_New(n);
@@ -261,10 +280,11 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
       else PyTuple_SET_ITEM(said, i, pair);
     }
     key = said ? Py_BuildValue("(OnN)", to, total, said) : NULL;
+    proto = key && said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
   }
-  if (key == NULL) return -1;
-  PyObject *proto = said_cache ? PyDict_GetItemWithError(said_cache, key) : NULL;
+  if (key == NULL) return -1; /* (by_strides is made only with a key) */
   if (proto != NULL) {
+    Py_XDECREF(by_strides);
     Py_DECREF(key);
     Py_INCREF(proto); /* (a warning's code may clear the cache) */
     int rc = warn_prototype(proto);
@@ -272,6 +292,7 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
     return rc;
   }
   if (PyErr_Occurred()) {
+    Py_XDECREF(by_strides);
     Py_DECREF(key);
     return -1;
   }
@@ -292,13 +313,17 @@ static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *na
       rc = -1;
     } else {
       proto = PyTuple_GET_ITEM(r, 0);
-      if (PyObject_IsTrue(PyTuple_GET_ITEM(r, 1)) == 1) {
+      long by = PyLong_Check(PyTuple_GET_ITEM(r, 1)) ? PyLong_AsLong(PyTuple_GET_ITEM(r, 1)) : 0;
+      PyObject *as = by == 1 ? key : by == 2 ? by_strides : NULL;
+      if (by == -1 && PyErr_Occurred()) rc = -1;
+      if (as != NULL) {
         if (said_cache == NULL || PyDict_GET_SIZE(said_cache) >= 256) Py_XSETREF(said_cache, PyDict_New());
-        if (said_cache == NULL || PyDict_SetItem(said_cache, key, proto) < 0) rc = -1;
+        if (said_cache == NULL || PyDict_SetItem(said_cache, as, proto) < 0) rc = -1;
       }
       if (rc == 0) rc = warn_prototype(proto);
     }
   }
+  Py_XDECREF(by_strides);
   Py_DECREF(key);
   Py_XDECREF(r);
   return rc;
@@ -443,8 +468,12 @@ static PyObject *tensor_fixed(const destination *d, TensorObject *t, uint32_t wh
                               PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames, batch *b) {
   if (kwnames == batch_marker && b == NULL) return Py_NewRef(needs_general);
   int how = fix_of(d, why, shares(b, args, nargsf, kwnames));
-  if (how == FIX_GENERAL && kwnames != batch_marker && obj == (PyObject *)t && !(why & (J_NOT_JUDGED | J_OFFSET)))
-    return general_judged(obj, why, args, nargsf, kwnames); /* (the tensor as judged: an offset is judged again) */
+  /* the judgement travels with the tensor it judged, but for an offset (the
+   * import folded it) and a dtype refused (a record's dtypes are those at
+   * registration: jax holds 64-bit ones once jax_enable_x64 is set) */
+  if (how == FIX_GENERAL && kwnames != batch_marker && obj == (PyObject *)t &&
+      !(why & (J_NOT_JUDGED | J_OFFSET | J_DTYPE)))
+    return general_judged(obj, why, args, nargsf, kwnames);
   if (how == FIX_GENERAL) return general(obj, args, nargsf, kwnames); /* (a batch's leaf: needs_general) */
   if (how == FIX_LEND) return lend_tensor(d, t);
   PyObject *c = bridge_tensor_rowmajor_copy(t);

@@ -75,9 +75,10 @@ def test_a_copy_fix_is_made_on_the_one_pass_and_python_only_words_it(kind: str) 
     src = made()
     with spy() as calls:
         out, counts, said = counted(lambda: bridge.convert(src, torch))
-    # read-only memory's words name nothing of the array: the engine keeps the warning Python made
-    # at the first call, and words the later ones without entering Python
-    assert calls == [] and counts == (1, 1, 0 if kind in ("read-only ndarray", "pyarrow") else 1)
+    # read-only memory's words name nothing of the array, a layout's only its strides: the engine
+    # keeps the warning Python made at the first call, and words the later ones without entering
+    # Python; an alignment's name the address, worded each time
+    assert calls == [] and counts == (1, 1, 1 if kind == "misaligned" else 0)
     want = src.to_numpy() if kind == "pyarrow" else np.asarray(src)
     np.testing.assert_array_equal(out.numpy(), want)
     assert out.is_contiguous() and out.data_ptr() % 64 == 0  # fresh memory of bridge's, aligned
@@ -88,6 +89,21 @@ def test_a_copy_fix_is_made_on_the_one_pass_and_python_only_words_it(kind: str) 
              "misaligned": "alignment"}  # fmt: skip
     assert warning.kind == kinds[kind]
     assert said[0].filename == __file__  # at the caller's line
+
+
+def test_a_layouts_warning_is_remembered_by_its_strides() -> None:
+    """The words name the strides: each layout gets its own, and a later
+    call with the same strides is worded by the engine without Python."""
+    b = np.arange(64, dtype=np.float32)
+    said = []
+    for view in (b[::-1], b[::-2], b[::-1], b[:32][::-1], b[::-2]):
+        with pytest.warns(bridge.CopyWarning) as caught:
+            bridge.convert(view, torch)
+        said.append(str(caught[0].message))
+    assert "negative strides (-1,)" in said[0] and "negative strides (-2,)" in said[1]
+    assert said[2] == said[3] == said[0] and said[4] == said[1]
+    _, counts, _ = counted(lambda: bridge.convert(b[::-2], torch))
+    assert counts == (1, 1, 0)
 
 
 def test_readonly_share_lends_on_the_one_pass_without_python() -> None:
@@ -379,6 +395,28 @@ def test_the_same_library_rule_is_one_on_both_paths() -> None:
     assert [bridge.convert(p, pa) is p for _ in range(2)] == [True, True]
     assert bridge.convert({"a": a}, np)["a"] is not a
     assert bridge.convert({"a": a, "b": pa.array([True, False])}, np)["a"] is not a
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is a test extra")
+def test_a_dtype_the_record_refused_is_judged_again_where_the_destination_changed() -> None:
+    """jax's record holds 64-bit dtypes only as jax_enable_x64 was when it was
+    made: an int64 tensor after the switch is judged again by Python (C's
+    judgement does not travel for a dtype), and jax takes it. In a
+    subprocess: the switch is process-wide."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, jax, bridge\n"
+        "t = bridge.from_numpy(np.arange(4, dtype=np.float32))\n"
+        "bridge.convert(t, jax)\n"  # (the record, made without x64)
+        "jax.config.update('jax_enable_x64', True)\n"
+        "out = bridge.convert(bridge.from_numpy(np.arange(4, dtype=np.int64)), jax)\n"
+        "print(out.dtype, out.tolist())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[-2] == "int64 [0, 1, 2, 3]"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is a test extra")
