@@ -175,6 +175,29 @@ def test_a_batchs_warning_that_names_no_tensor_is_worded_by_python_once() -> Non
     assert out["y"][0].tolist() == (A + 1).tolist() and out["n"] == 3
 
 
+def test_batches_with_fixes_converted_by_several_threads_at_once() -> None:
+    """Each call's batch state (memo, path, copies) is its own: four threads
+    converting batches with read-only, reversed and Arrow leaves (and the
+    warning cache they share) get their own, right results."""
+    import gc
+    import sys
+
+    def work() -> None:
+        for i in range(200):
+            src = {"ro": _read_only(A + i), "flipped": (A + i)[::-1], "arrow": pa.array(A + 2 * i), "w": [A]}
+            out = bridge.convert(src, torch)
+            assert out["ro"][1].item() == 1.0 + i and out["flipped"][0].item() == 255.0 + i
+            assert out["arrow"][1].item() == 1.0 + 2 * i and out["w"][0].data_ptr() == A.ctypes.data
+
+    before = sys.getrefcount(A)
+    with warnings.catch_warnings():  # (once, around the threads: catch_warnings is process-wide state)
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        errors = run_in_threads(work)
+    assert errors == []
+    gc.collect()
+    assert sys.getrefcount(A) == before  # (every result and copy let go)
+
+
 def test_a_batchs_copied_leaves_are_named_by_their_paths() -> None:
     x, y = _read_only(A[:4]), _read_only(A[4:8])
     with pytest.warns(bridge.CopyWarning) as caught:
