@@ -380,6 +380,7 @@ def _make_wanted(t: Tensor, w: Wants) -> Tensor:
 #: memory, an offset): moot when a same-library call returns its input
 #: (convert.c's J_HANDOVER).
 _HANDOVER = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
+_LAYOUT = _C.JUDGE_NEGATIVE | _C.JUDGE_ZERO_STRIDE | _C.JUDGE_NOT_CONTIGUOUS | _C.JUDGE_NOT_COMPACT
 
 _OWN: dict[str, type | None] = {}
 
@@ -394,8 +395,8 @@ def _itself(obj: object, t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool 
     (``np.asarray(a)``, ``torch.as_tensor(t)``); the C engine's ``itself``."""
     if why is None or made:
         why = _judged(t, h)
-    if made or copy or w is not NO_WANTS or why & ~_HANDOVER:
-        return why
+    if made or copy or w is not NO_WANTS or why & ~(_HANDOVER | (_LAYOUT if t.numel() == 0 else 0)):
+        return why  # (an empty tensor's strides are restrided, nothing copied: a handover matter too)
     own = _OWN.get(h.name, _OWN)
     if own is _OWN:
         found = resolve_type(h)
@@ -639,7 +640,7 @@ _SAID_ONCE = _C.JUDGE_READONLY | _C.JUDGE_ALIAS | _C.JUDGE_OFFSET
 #: The judgements whose words name the tensor's strides and nothing else of
 #: it (a layout the destination cannot hold): made once per destination,
 #: reason and strides.
-_SAID_BY_STRIDES = _SAID_ONCE | _C.JUDGE_NEGATIVE | _C.JUDGE_ZERO_STRIDE | _C.JUDGE_NOT_CONTIGUOUS | _C.JUDGE_NOT_COMPACT
+_SAID_BY_STRIDES = _SAID_ONCE | _LAYOUT
 
 
 def _copied(to: object, why: int, t: Tensor | None, leaves: list[tuple[tuple[object, ...], int, Tensor | None]] | None,

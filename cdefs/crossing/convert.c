@@ -41,7 +41,8 @@ static uint32_t judged(const destination *d, const view *v) {
  * refusal, a dtype view, device memory, an offset, an empty tensor, a held
  * layout a compact or row-major-only record leaves to the general path). */
 enum { FIX_GENERAL, FIX_COPY, FIX_LEND };
-#define J_COPIED (J_NEGATIVE | J_ZERO_STRIDE | J_NOT_CONTIGUOUS | J_NOT_COMPACT | J_ALIGNMENT)
+#define J_LAYOUT (J_NEGATIVE | J_ZERO_STRIDE | J_NOT_CONTIGUOUS | J_NOT_COMPACT)
+#define J_COPIED (J_LAYOUT | J_ALIGNMENT)
 #define J_ELSEWHERE                                                                                              \
   (J_NOT_JUDGED | J_ZERO_D | J_NDIM | J_ND_BOOL | J_ZERO_WIDTH | J_DEVICE | J_DTYPE | J_DTYPE_VIEW | J_OFFSET | \
    J_EMPTY)
@@ -66,7 +67,10 @@ static PyObject *batch_marker;
  * batch's leaf never is (the general path, which a sibling may send the
  * batch to, builds every leaf anew). */
 static int itself(const destination *d, PyObject *obj, uint32_t why, PyObject *kwnames) {
-  return kwnames != batch_marker && (why & ~(uint32_t)J_HANDOVER) == 0 && is_own(d, obj);
+  /* an empty tensor's strides only concern handing it over too (restrided, nothing copied): a library's
+   * own empty tensor, whatever strides it reports, is still its own */
+  uint32_t moot = J_HANDOVER | (why & J_EMPTY ? (uint32_t)J_LAYOUT : 0u);
+  return kwnames != batch_marker && (why & ~moot) == 0 && is_own(d, obj);
 }
 
 /* What the general path is handed for a source `obj` C imported as `t`: the

@@ -417,6 +417,14 @@ def test_the_same_library_rule_is_one_on_both_paths() -> None:
     assert [bridge.convert(e, torch) is e for _ in range(2)] == [True, True]
     p = pa.array(np.empty(0, np.float32))
     assert [bridge.convert(p, pa) is p for _ in range(2)] == [True, True]
+    odd = torch.empty(0).as_strided((0, 3), (0, 0))  # (an empty tensor's strides are any; torch keeps them)
+    assert [bridge.convert(odd, torch) is odd for _ in range(2)] == [True, True]
+    assert bridge.crossing.convert.plan(odd, torch).fixes == ()
+    if importlib.util.find_spec("onnxruntime") is not None:  # (its empty tensors' DLPack strides are (0,))
+        import onnxruntime as ort
+
+        o = ort.OrtValue.ortvalue_from_numpy(np.zeros(0, bool))
+        assert [bridge.convert(o, "onnxruntime") is o for _ in range(2)] == [True, True]
     assert bridge.convert({"a": a}, np)["a"] is not a
     assert bridge.convert({"a": a, "b": pa.array([True, False])}, np)["a"] is not a
 
