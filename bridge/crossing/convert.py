@@ -384,6 +384,8 @@ _LAYOUT = _C.JUDGE_NEGATIVE | _C.JUDGE_ZERO_STRIDE | _C.JUDGE_NOT_CONTIGUOUS | _
 
 _OWN: dict[str, type | None] = {}
 
+_C.copy_warning_ignored(CopyWarning)  # (the category the engine asks the warnings filters about: the first one asked)
+
 
 def _itself(obj: object, t: Tensor, made: tuple[Fix, ...], h: Holds, copy: bool | None, w: Wants,
             why: int | None = None) -> int | None:  # fmt: skip
@@ -529,7 +531,7 @@ def _general(obj: object, to: object, *, copy: bool | None = None, readonly: Rea
     t, p = _prepare(t, made, h, copy, readonly, w, why)
     out = _make(t, p, h, copy)
     unasked = p.unasked
-    if copy is None and unasked:
+    if copy is None and unasked and not _C.copy_warning_ignored(CopyWarning):
         warnings.warn(CopyWarning(f"convert() to {h.name} copied: {'; '.join(f.reason for f in unasked)}",
                                   unasked[0].kind, p.fixes), stacklevel=_stacklevel())  # fmt: skip
     return out
@@ -618,7 +620,7 @@ class Leaf:
 def _warn_copied(h: Holds, copied: dict[str, tuple[Fix, ...]], total: int) -> None:
     """One CopyWarning for the ``copied`` arrays (path -> fixes) of a batch or
     table of ``total``, at the caller's line (none copied: none)."""
-    if copied:
+    if copied and not _C.copy_warning_ignored(CopyWarning):  # (an ignored one is not made)
         warnings.warn(_copy_warning(h, copied, total), stacklevel=_stacklevel())
 
 

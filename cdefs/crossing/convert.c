@@ -214,22 +214,122 @@ static int sharing(PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames);
  * frame: stacklevel 1 is the Python frame that called convert). */
 static PyObject *said_cache, *warn_fn, *said_attrs[3];
 
+static PyObject *warnings_mod;
+static PyTypeObject *said_type; /* CopyWarning, known from the first prototype (a strong reference) */
+
+static int warnings_ready(void) {
+  if (warn_fn != NULL) return 0;
+  PyObject *mod = PyImport_ImportModule("warnings");
+  warn_fn = mod ? PyObject_GetAttrString(mod, "warn") : NULL;
+  if (warn_fn == NULL) {
+    Py_XDECREF(mod);
+    return -1;
+  }
+  warnings_mod = mod;
+  return 0;
+}
+
+#if !defined(Py_GIL_DISABLED) && PY_VERSION_HEX < 0x030E0000
+/* Whether warnings.filters ignores every CopyWarning, whatever its words and
+ * wherever it is warned: its first filter whose category CopyWarning is of
+ * has no message, module or line and says "ignore" (what CPython's
+ * warn_explicit decides before it reads anything else, and then does
+ * nothing). Then a warning is neither made nor warned: a loop that filters
+ * the copy it accepted pays nothing for it (9k instructions a call). The
+ * answer is remembered with the list and the filters it read (strong
+ * references, compared by identity: a filter tuple is immutable, and
+ * catch_warnings and every filterwarnings/simplefilter make a new list or
+ * change the ones read); anything unexpected is "not ignored", so Python
+ * decides. Not on a free-threaded build (the memo would need a lock) nor
+ * 3.14's context-aware warnings (the filters may live in a context
+ * variable). */
+#define IGNORE_READ 16
+static PyObject *ignore_list, *ignore_read[IGNORE_READ];
+static Py_ssize_t ignore_n;
+static int ignore_said, ignore_to_end; /* (to_end: no filter decided: the list's length is read too) */
+
+static int said_ignored(void) {
+  if (said_type == NULL || warnings_ready() < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  static PyObject *str_filters;
+  if (str_filters == NULL && !(str_filters = PyUnicode_InternFromString("filters"))) {
+    PyErr_Clear();
+    return 0;
+  }
+  /* (the module's dict, read as CPython's own get_warnings_attr reads it: no getattr hook) */
+  PyObject *filters = PyDict_GetItemWithError(PyModule_GetDict(warnings_mod), str_filters);
+  if (filters == NULL || !PyList_CheckExact(filters)) {
+    PyErr_Clear();
+    return 0;
+  }
+  Py_INCREF(filters);
+  Py_ssize_t len = PyList_GET_SIZE(filters);
+  int same = filters == ignore_list && (ignore_to_end ? len == ignore_n : len >= ignore_n);
+  for (Py_ssize_t i = 0; same && i < ignore_n; i++) same = PyList_GET_ITEM(filters, i) == ignore_read[i];
+  if (same) {
+    Py_DECREF(filters);
+    return ignore_said;
+  }
+  for (Py_ssize_t i = 0; i < ignore_n; i++) Py_CLEAR(ignore_read[i]);
+  Py_CLEAR(ignore_list);
+  ignore_n = 0;
+  int said = 0, decided = 0;
+  Py_ssize_t i = 0;
+  for (; i < len && i < IGNORE_READ; i++) {
+    PyObject *f = PyList_GET_ITEM(filters, i);
+    ignore_read[i] = Py_NewRef(f);
+    if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != 5) {
+      decided = 1; /* (CPython refuses it: Python says how) */
+      break;
+    }
+    int of = PyObject_IsSubclass((PyObject *)said_type, PyTuple_GET_ITEM(f, 2));
+    if (of < 0) {
+      PyErr_Clear();
+      decided = 1;
+      break;
+    }
+    if (!of) continue;
+    PyObject *action = PyTuple_GET_ITEM(f, 0), *ln = PyTuple_GET_ITEM(f, 4);
+    said = PyUnicode_Check(action) && PyUnicode_CompareWithASCIIString(action, "ignore") == 0 &&
+           PyTuple_GET_ITEM(f, 1) == Py_None && PyTuple_GET_ITEM(f, 3) == Py_None && PyLong_CheckExact(ln) &&
+           PyLong_AsLong(ln) == 0;
+    PyErr_Clear();
+    decided = 1;
+    break;
+  }
+  ignore_n = decided ? i + 1 : i;
+  ignore_to_end = !decided;
+  if (!decided && i < len) said = 0, ignore_to_end = 0; /* (more filters than are read: Python decides) */
+  ignore_list = filters; /* (the reference taken above) */
+  ignore_said = said;
+  return said;
+}
+#else
+static int said_ignored(void) { return 0; }
+#endif
+
 static int warn_prototype(PyObject *proto) {
   PyObject *args = ((PyBaseExceptionObject *)proto)->args;
   PyTypeObject *tp = Py_TYPE(proto);
   PyObject *w = tp->tp_new(tp, args ? args : Py_None, NULL);
   int rc = w ? 0 : -1;
-  for (int i = 0; rc == 0 && i < 3; i++) {
-    PyObject *v = PyObject_GetAttr(proto, said_attrs[i]);
-    rc = v ? PyObject_SetAttr(w, said_attrs[i], v) : -1;
-    Py_XDECREF(v);
+  PyObject *attrs = ((PyBaseExceptionObject *)proto)->dict;
+  if (rc == 0 && tp->tp_dictoffset == (Py_ssize_t)offsetof(PyBaseExceptionObject, dict) && attrs != NULL) {
+    /* (its attributes, all set by __init__, in one step: an exception's own dict) */
+    PyObject *copy = PyDict_Copy(attrs);
+    if (copy == NULL) rc = -1;
+    else Py_XSETREF(((PyBaseExceptionObject *)w)->dict, copy);
+  } else {
+    for (int i = 0; rc == 0 && i < 3; i++) {
+      PyObject *v = PyObject_GetAttr(proto, said_attrs[i]);
+      rc = v ? PyObject_SetAttr(w, said_attrs[i], v) : -1;
+      Py_XDECREF(v);
+    }
   }
-  if (rc == 0 && warn_fn == NULL) {
-    PyObject *mod = PyImport_ImportModule("warnings");
-    warn_fn = mod ? PyObject_GetAttrString(mod, "warn") : NULL;
-    Py_XDECREF(mod);
-    rc = warn_fn ? 0 : -1;
-  }
+  if (rc == 0 && said_type == NULL) said_type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+  if (rc == 0) rc = warnings_ready();
   PyObject *r = NULL;
   if (rc == 0) {
     PyObject *level = PyLong_FromLong(1);
@@ -264,6 +364,7 @@ static PyObject *strides_of(TensorObject *t) {
  * again without entering Python (warn_prototype). 0, or -1 with an exception
  * (a warning made an error). */
 static int warn_copied(PyObject *to, uint32_t why, TensorObject *t, PyObject *names, Py_ssize_t total) {
+  if (said_ignored()) return 0;
   PyObject *key, *by_strides = NULL, *proto = NULL;
   if (names == NULL) {
     key = Py_BuildValue("(OI)", to, (unsigned int)why);
@@ -1266,7 +1367,23 @@ static PyObject *py_convert_read(PyObject *mod, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* copy_warning_ignored(category): whether the warnings filters ignore every
+ * warning of `category` (CopyWarning) wherever it is warned (said_ignored). */
+static PyObject *py_copy_warning_ignored(PyObject *mod, PyObject *category) {
+  (void)mod;
+  if (!PyType_Check(category) || !PyType_IsSubtype((PyTypeObject *)category, (PyTypeObject *)PyExc_Warning)) {
+    PyErr_SetString(PyExc_TypeError, "copy_warning_ignored() takes a Warning class");
+    return NULL;
+  }
+  if (said_type == NULL) said_type = (PyTypeObject *)Py_NewRef(category);
+  if ((PyTypeObject *)category != said_type) Py_RETURN_FALSE; /* (one category is remembered) */
+  return PyBool_FromLong(said_ignored());
+}
+
 static PyMethodDef crossing_functions[] = {
+    {"copy_warning_ignored", (PyCFunction)py_copy_warning_ignored, METH_O,
+     "copy_warning_ignored(category)\n--\n\nWhether warnings.filters ignores every warning of category wherever it "
+     "is warned (private: convert's general path skips making it)."},
     {"convert_read", (PyCFunction)py_convert_read, METH_NOARGS,
      "convert_read()\n--\n\nCounts one source read by bridge.convert's general path (private: _C.stats())."},
     {"convert", (PyCFunction)(void (*)(void))py_convert, METH_FASTCALL | METH_KEYWORDS,

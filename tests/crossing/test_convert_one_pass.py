@@ -32,10 +32,10 @@ KEYS = ("convert_reads", "convert_judgements", "convert_upcalls")
 
 
 def counted(make: Callable[[], Any]) -> tuple[Any, tuple[int, ...], list[warnings.WarningMessage]]:
-    """make() once to register (and warm) its destination, then again,
+    """make() once to register (and warm: its warning worded) its destination, then again,
     counted: (result, (reads, judgements, up-calls), warnings)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True):  # (warned, not ignored: an ignored warning is never worded)
+        warnings.simplefilter("always")
         make()
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
@@ -477,3 +477,81 @@ def test_jax_host_import_made_first_by_several_threads_at_once() -> None:
     assert run_in_threads(go) == []
     assert destinations._JAX_HOST is not None and len(destinations._JAX_HOST) == 3
     assert float(bridge.convert(x, jax).sum()) == 0.0
+
+
+# ------------------------------------------------------------------ a CopyWarning the filters ignore
+
+
+def _warned(make: Callable[[], Any]) -> list[warnings.WarningMessage]:
+    """The CopyWarnings make() warns under the filters in force (recorded:
+    catch_warnings(record=True) keeps the filters, and records what they let
+    through, as showwarning would show it)."""
+    with warnings.catch_warnings(record=True) as said:
+        make()
+    return [w for w in said if issubclass(w.category, bridge.CopyWarning)]
+
+
+_FIXES: dict[str, Callable[[], Any]] = {
+    "one array (C)": lambda: bridge.convert(A[::-1], torch),
+    "a batch (C)": lambda: bridge.convert({"a": _read_only(A), "b": A}, torch),
+    "one array (Python: Arrow bools)": lambda: bridge.convert(pa.array([True, False]), torch),
+    "a batch (Python)": lambda: bridge.convert({"a": pa.array([True, False]), "b": A[::-1]}, torch),
+}
+
+
+@pytest.mark.parametrize("path", list(_FIXES))
+def test_an_ignored_copy_warning_is_not_made_and_every_other_filter_still_decides(path: str) -> None:
+    """The engine (and the general path) skips making a CopyWarning that the
+    filters ignore wherever it is warned, and only then: each filter below is
+    put in force after the call before it was remembered as ignored, and a
+    filter that names a module, a message or a line, or says anything but
+    "ignore", leaves the decision to Python's warnings."""
+    make = _FIXES[path]
+    from bridge import _C
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        for _ in range(3):
+            assert _warned(make) == []
+        assert _C.copy_warning_ignored(bridge.CopyWarning)
+        with spy() as calls:  # (nothing is worded: Python's convert_copied is not reached)
+            make()
+        assert calls == [] or path.endswith("(Python)") or "Python:" in path
+        # a new list (catch_warnings) and filters changed in place are both seen
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", bridge.CopyWarning)
+            assert len(_warned(make)) == 1
+        assert _warned(make) == []
+        warnings.filters.insert(0, ("error", None, bridge.CopyWarning, None, 0))  # (by hand, no _filters_mutated)
+        with pytest.raises(bridge.CopyWarning):
+            make()
+        del warnings.filters[0]
+        assert _warned(make) == []
+        # the first filter of the category names this module: Python decides, and it matches here
+        warnings.filterwarnings("error", category=bridge.CopyWarning, module=__name__)
+        assert not _C.copy_warning_ignored(bridge.CopyWarning)
+        with pytest.raises(bridge.CopyWarning):
+            make()
+        warnings.filterwarnings("ignore", category=bridge.CopyWarning)
+        assert _warned(make) == []
+        # one that names another module does not match here, and the ignore below it decides
+        warnings.filterwarnings("error", category=bridge.CopyWarning, module="another_module")
+        assert _warned(make) == []
+        # an ignore of some words only: the words decide, which only Python reads
+        warnings.filterwarnings("always", category=bridge.CopyWarning)
+        warnings.filterwarnings("ignore", message="nothing convert says", category=bridge.CopyWarning)
+        assert len(_warned(make)) == 1
+        # a parent category ignored is every CopyWarning ignored
+        warnings.simplefilter("ignore", UserWarning)
+        assert _warned(make) == []
+
+
+def test_copy_warning_ignored_takes_a_warning_class() -> None:
+    import bridge.crossing.convert  # noqa: F401  (which names CopyWarning the category asked about)
+    from bridge import _C
+
+    with pytest.raises(TypeError, match="Warning class"):
+        _C.copy_warning_ignored(int)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Warning class"):
+        _C.copy_warning_ignored("ignore")  # type: ignore[arg-type]
+    assert _C.copy_warning_ignored(RuntimeWarning) is False  # (one category is remembered: CopyWarning's)
