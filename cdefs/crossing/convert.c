@@ -1242,6 +1242,48 @@ static PyObject *asked_call(const destination *d, PyObject *const *args, Py_ssiz
   return out;
 }
 
+#ifndef Py_GIL_DISABLED
+/* The last destination looked up (strong references: `to` cannot die and
+ * another take its address; the capsule keeps its record), valid while the
+ * registry's generation stands: a loop into one destination skips the
+ * registry's dict. The GIL guards them; a free-threaded build has none. */
+static PyObject *last_to, *last_cap;
+static const destination *last_d; /* last_cap's record, once read (NULL: not yet) */
+static uint64_t last_gen;
+#endif
+
+/* registry[to] (borrowed: hold it for the call), NULL with or without an exception when absent. */
+static PyObject *registered(PyObject *to) {
+#ifndef Py_GIL_DISABLED
+  if (to == last_to && last_gen == bridge_convert_registry_gen) return last_cap;
+#endif
+  PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, to);
+#ifndef Py_GIL_DISABLED
+  if (cap != NULL) { /* (the old ones let go last: a decref may run code, which sees the new entry whole) */
+    PyObject *old_cap = last_cap, *old_to = last_to;
+    last_cap = Py_NewRef(cap);
+    last_d = NULL;
+    last_to = Py_NewRef(to);
+    last_gen = bridge_convert_registry_gen;
+    Py_XDECREF(old_cap);
+    Py_XDECREF(old_to);
+  }
+#endif
+  return cap;
+}
+
+/* The destination a registry capsule holds (NULL with an exception). */
+static const destination *record_of(PyObject *cap) {
+#ifndef Py_GIL_DISABLED
+  if (cap == last_cap && last_d != NULL) return last_d;
+#endif
+  const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+#ifndef Py_GIL_DISABLED
+  if (cap == last_cap) last_d = d;
+#endif
+  return d;
+}
+
 static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   (void)mod;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -1290,13 +1332,13 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         !ask[ASK_WRITABLE] && !ask[ASK_STACK] && (PyList_CheckExact(chosen) || PyTuple_CheckExact(chosen)) &&
         bridge_arrow_is_table(tp)) {
       /* a table's columns= on the same pass as the table (a name it lacks or has twice: the general path's words) */
-      PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, pos[1]);
+      PyObject *cap = registered(pos[1]);
       if (cap == NULL || cap == Py_None) {
         PyErr_Clear();
         return slow_call(args, nargsf, kwnames);
       }
       Py_INCREF(cap);
-      const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+      const destination *d = record_of(cap);
       PyObject *out = d ? table_to(d, pos[0], args, nargsf, kwnames, chosen) : NULL;
       Py_DECREF(cap);
       return out;
@@ -1304,13 +1346,13 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     int one = !moved && !ask[ASK_COLUMNS] && !ask[ASK_STACK] && tp != &PyDict_Type && tp != &PyList_Type &&
               tp != &PyTuple_Type && !bridge_arrow_is_table(tp) && (kw[0] == NULL || kw[0] == Py_None || kw[0] == Py_True) &&
               (kw[1] == NULL || kw[1] == str_copy_value || kw[1] == str_share_value);
-    PyObject *cap = one ? PyDict_GetItemWithError(bridge_convert_registry, pos[1]) : NULL;
+    PyObject *cap = one ? registered(pos[1]) : NULL;
     if (cap == NULL || cap == Py_None) {
       PyErr_Clear();
       return slow_call(args, nargsf, kwnames);
     }
     Py_INCREF(cap);
-    const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+    const destination *d = record_of(cap);
     PyObject *out = d ? asked_call(d, args, nargsf, kwnames, ask, kw[0] == Py_True) : NULL;
     Py_DECREF(cap);
     return out;
@@ -1336,7 +1378,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
                   PyUnicode_Compare(value, str_share_value) == 0));
     if (!plain) return general(args[0], args, nargsf, kwnames);
   }
-  PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, args[1]); /* (unhashable: the general path explains) */
+  PyObject *cap = registered(args[1]); /* (unhashable: the general path explains) */
   if (__builtin_expect(cap == NULL, 0) && !PyErr_Occurred()) {
     /* A destination not seen before: registered (when it can be) and taken
      * on the fast path at once, so that the first call costs what a later
@@ -1344,7 +1386,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     PyObject *reg = upcall(UP_CONVERT_REGISTER);
     PyObject *done = reg ? PyObject_CallOneArg(reg, args[1]) : NULL;
     Py_XDECREF(done);
-    cap = done != NULL ? PyDict_GetItemWithError(bridge_convert_registry, args[1]) : NULL;
+    cap = done != NULL ? registered(args[1]) : NULL;
   }
   if (cap == NULL || cap == Py_None) {
     PyErr_Clear();
@@ -1353,7 +1395,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   /* Held for the call: torch's probes release the GIL, and another thread
    * may empty the registry meanwhile. */
   Py_INCREF(cap);
-  const destination *d = (const destination *)PyCapsule_GetPointer(cap, DEST_NAME);
+  const destination *d = record_of(cap);
   PyObject *out = d ? convert_to(d, args, nargsf, kwnames, NULL) : NULL;
   Py_DECREF(cap);
   return out;

@@ -187,6 +187,8 @@ static inline void view_of_tensor(TensorObject *t, view *v) {
 /* `to` -> capsule of a destination, or None (the general path's): the
  * registry (cdefs/crossing/destinations.c). */
 extern PyObject *bridge_convert_registry;
+/* Bumped at every change of the registry: what a lookup remembered is stale once it moves. */
+extern uint64_t bridge_convert_registry_gen;
 
 int bridge_destinations_init(PyObject *mod);
 

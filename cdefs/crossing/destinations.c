@@ -11,6 +11,7 @@
 #include <string.h>
 
 PyObject *bridge_convert_registry;
+uint64_t bridge_convert_registry_gen;
 
 static void destination_free(PyObject *capsule) {
   destination *d = (destination *)PyCapsule_GetPointer(capsule, DEST_NAME);
@@ -75,6 +76,7 @@ bad:
 
 /* registry[to] = record (a destination capsule, or None: the general path). */
 static PyObject *remember(PyObject *to, PyObject *record) {
+  bridge_convert_registry_gen++;
   if (PyDict_GET_SIZE(bridge_convert_registry) >= 256) PyDict_Clear(bridge_convert_registry); /* bound it: `to` may be made per call */
   if (PyDict_SetItem(bridge_convert_registry, to, record) < 0) return NULL;
   Py_RETURN_NONE;
@@ -222,6 +224,7 @@ static PyObject *py_convert_judge(PyObject *mod, PyObject *const *args, Py_ssize
 static PyObject *py_convert_forget(PyObject *mod, PyObject *unused) {
   (void)mod;
   (void)unused;
+  bridge_convert_registry_gen++;
   PyDict_Clear(bridge_convert_registry);
   Py_RETURN_NONE;
 }

@@ -307,6 +307,31 @@ def test_registry_functions() -> None:
     _C.convert_forget()
 
 
+@pytest.mark.thread_unsafe(reason="empties and refills the process-wide registry of destinations")
+def test_the_last_destination_looked_up_follows_the_registry() -> None:
+    """The engine remembers the last destination it looked up (a loop into one
+    skips the registry's dict) only while the registry stands: forgotten,
+    replaced by a record of the general path, or registered again, the next
+    call reads what the registry holds now."""
+    src = _base()
+    for _ in range(2):
+        assert isinstance(bridge.convert(src, "torch"), torch.Tensor)
+    _C.convert_forget()
+    _C.convert_register("torch", None, None)  # the general path's, by hand
+    with spy() as calls:
+        assert isinstance(bridge.convert(src, "torch"), torch.Tensor)
+    assert len(calls) == 1  # the general path, not the record remembered before
+    _C.convert_forget()
+    with spy() as calls:
+        for _ in range(2):
+            assert isinstance(bridge.convert(src, "torch"), torch.Tensor)
+    assert calls == [] and _C.convert_registered("torch")
+    for _ in range(300):  # (past the registry's bound of 256: it is emptied on the way)
+        bridge.convert(src, bridge)
+        bridge.convert(src, "torch")
+    assert np.array_equal(bridge.convert(src, "torch").numpy(), src)
+
+
 @pytest.mark.parametrize("dest", ["torch", "numpy", "bridge"])
 def test_the_first_call_takes_the_fast_path(dest: str) -> None:
     """A destination convert() has not met is registered on the way and taken
