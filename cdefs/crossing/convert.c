@@ -231,8 +231,9 @@ static int warnings_ready(void) {
 
 #if !defined(Py_GIL_DISABLED) && PY_VERSION_HEX < 0x030E0000
 /* Whether warnings.filters ignores every CopyWarning, whatever its words and
- * wherever it is warned: its first filter whose category CopyWarning is of
- * has no message, module or line and says "ignore" (what CPython's
+ * wherever it is warned: the first filter whose category CopyWarning is of
+ * and that names no message, module or line says "ignore", and every such
+ * filter before it that names some says "ignore" too (what CPython's
  * warn_explicit decides before it reads anything else, and then does
  * nothing). Then a warning is neither made nor warned: a loop that filters
  * the copy it accepted pays nothing for it (9k instructions a call). The
@@ -292,10 +293,14 @@ static int said_ignored(void) {
     }
     if (!of) continue;
     PyObject *action = PyTuple_GET_ITEM(f, 0), *ln = PyTuple_GET_ITEM(f, 4);
-    said = PyUnicode_Check(action) && PyUnicode_CompareWithASCIIString(action, "ignore") == 0 &&
-           PyTuple_GET_ITEM(f, 1) == Py_None && PyTuple_GET_ITEM(f, 3) == Py_None && PyLong_CheckExact(ln) &&
-           PyLong_AsLong(ln) == 0;
+    int ignore = PyUnicode_Check(action) && PyUnicode_CompareWithASCIIString(action, "ignore") == 0;
+    int always = PyTuple_GET_ITEM(f, 1) == Py_None && PyTuple_GET_ITEM(f, 3) == Py_None && PyLong_CheckExact(ln) &&
+                 PyLong_AsLong(ln) == 0;
     PyErr_Clear();
+    /* an ignore of some words, modules or lines ignores or passes on: either way the next filter is
+     * read as if it were not there (torch's and NumPy's own ignores of their messages, of Warning) */
+    if (ignore && !always) continue;
+    said = ignore;
     decided = 1;
     break;
   }

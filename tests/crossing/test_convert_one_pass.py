@@ -544,6 +544,14 @@ def test_an_ignored_copy_warning_is_not_made_and_every_other_filter_still_decide
         # a parent category ignored is every CopyWarning ignored
         warnings.simplefilter("ignore", UserWarning)
         assert _warned(make) == []
+        # an ignore of some words before it ignores or passes on: still every CopyWarning ignored
+        warnings.filterwarnings("ignore", message="numpy.ndarray size changed", category=Warning)
+        assert _C.copy_warning_ignored(bridge.CopyWarning) and _warned(make) == []
+        # but an error for some words (which convert's match) is Python's to decide, and raises
+        warnings.filterwarnings("error", message="convert", category=Warning)
+        assert not _C.copy_warning_ignored(bridge.CopyWarning)
+        with pytest.raises(bridge.CopyWarning):
+            make()
 
 
 def test_copy_warning_ignored_takes_a_warning_class() -> None:
