@@ -1302,7 +1302,7 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   PyObject *ask[N_ASKS] = {NULL};
   for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    int which = ask_index(name);
+    int which = name == str_copy_kw || name == str_readonly_kw ? -1 : ask_index(name); /* (interned: no compare) */
     if (which >= 0) {
       asks = 1;
       ask[which] = value;
@@ -1377,8 +1377,10 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
   }
   for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-    int plain = (PyUnicode_Compare(name, str_copy_kw) == 0 && value == Py_None) ||
-                (PyUnicode_Compare(name, str_readonly_kw) == 0 && PyUnicode_Check(value) &&
+    int is_copy = name == str_copy_kw || (name != str_readonly_kw && PyUnicode_Compare(name, str_copy_kw) == 0);
+    int plain = (is_copy && value == Py_None) ||
+                (!is_copy && (name == str_readonly_kw || PyUnicode_Compare(name, str_readonly_kw) == 0) &&
+                 PyUnicode_Check(value) &&
                  (value == str_copy_value || value == str_share_value || PyUnicode_Compare(value, str_copy_value) == 0 ||
                   PyUnicode_Compare(value, str_share_value) == 0));
     if (!plain) return general(args[0], args, nargsf, kwnames);
