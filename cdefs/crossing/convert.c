@@ -273,14 +273,13 @@ static int said_ignored(void) {
     Py_DECREF(filters);
     return ignore_said;
   }
-  for (Py_ssize_t i = 0; i < ignore_n; i++) Py_CLEAR(ignore_read[i]);
-  Py_CLEAR(ignore_list);
-  ignore_n = 0;
+  /* read into locals and remembered at the end: a category's __subclasscheck__ is Python code, which may
+   * change the list (its length is read each time) or convert, and so come here again */
+  PyObject *read[IGNORE_READ];
   int said = 0, decided = 0;
   Py_ssize_t i = 0;
-  for (; i < len && i < IGNORE_READ; i++) {
-    PyObject *f = PyList_GET_ITEM(filters, i);
-    ignore_read[i] = Py_NewRef(f);
+  for (; i < PyList_GET_SIZE(filters) && i < IGNORE_READ; i++) {
+    PyObject *f = read[i] = Py_NewRef(PyList_GET_ITEM(filters, i));
     if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != 5) {
       decided = 1; /* (CPython refuses it: Python says how) */
       break;
@@ -304,11 +303,19 @@ static int said_ignored(void) {
     decided = 1;
     break;
   }
-  ignore_n = decided ? i + 1 : i;
-  ignore_to_end = !decided;
-  if (!decided && i < len) said = 0, ignore_to_end = 0; /* (more filters than are read: Python decides) */
+  Py_ssize_t n = decided ? i + 1 : i;
+  int to_end = !decided;
+  if (!decided && i < PyList_GET_SIZE(filters)) said = 0, to_end = 0; /* (more than are read: Python's) */
+  PyObject *old_read[IGNORE_READ], *old_list = ignore_list;
+  Py_ssize_t old_n = ignore_n;
+  for (Py_ssize_t k = 0; k < old_n; k++) old_read[k] = ignore_read[k];
+  for (Py_ssize_t k = 0; k < n; k++) ignore_read[k] = read[k];
+  ignore_n = n;
+  ignore_to_end = to_end;
   ignore_list = filters; /* (the reference taken above) */
   ignore_said = said;
+  for (Py_ssize_t k = 0; k < old_n; k++) Py_DECREF(old_read[k]); /* (the old let go last) */
+  Py_XDECREF(old_list);
   return said;
 }
 #else

@@ -563,3 +563,34 @@ def test_copy_warning_ignored_takes_a_warning_class() -> None:
     with pytest.raises(TypeError, match="Warning class"):
         _C.copy_warning_ignored("ignore")  # type: ignore[arg-type]
     assert _C.copy_warning_ignored(RuntimeWarning) is False  # (one category is remembered: CopyWarning's)
+
+
+def test_a_filter_category_that_changes_the_filters_while_read_is_safe() -> None:
+    """A category's __subclasscheck__ is Python code: one that empties the
+    filters list and converts again while the engine reads the filters
+    (re-entering it) leaves no crash and no wrong answer: Python's warnings
+    decide as they would have."""
+    src = A[::-1]
+    state = {"calls": 0}
+
+    class Meddling(type):
+        def __subclasscheck__(cls, sub: type) -> bool:
+            state["calls"] += 1
+            if state["calls"] == 1:
+                del warnings.filters[1:]  # shrinks the list under the reader
+                bridge.convert(src, torch)  # and comes back in
+            return False
+
+    class Odd(Warning, metaclass=Meddling):
+        pass
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        warnings.simplefilter("ignore", Odd)  # first: read before the CopyWarning's ignore
+        out = bridge.convert(src, torch)
+        assert np.array_equal(out.numpy(), src)
+        again = bridge.convert(src, torch)  # (the list as it is now: its one filter, of Odd)
+        assert np.array_equal(again.numpy(), src)
+    assert state["calls"] >= 1
+    assert all(issubclass(w.category, bridge.CopyWarning) for w in said)
