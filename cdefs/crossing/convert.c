@@ -243,7 +243,10 @@ static int warnings_ready(void) {
  * change the ones read); anything unexpected is "not ignored", so Python
  * decides. Not on a free-threaded build (the memo would need a lock) nor
  * 3.14's context-aware warnings (the filters may live in a context
- * variable). */
+ * variable). What skipping an ignored warning leaves out is unobservable
+ * but for two things: the caller's module gets no __warningregistry__ made
+ * for it, and a monkeypatched warnings.warn is not called (the engine
+ * calls the one it found first anyway). */
 #define IGNORE_READ 16
 static PyObject *ignore_list, *ignore_read[IGNORE_READ];
 static Py_ssize_t ignore_n;
@@ -254,13 +257,28 @@ static int said_ignored(void) {
     PyErr_Clear();
     return 0;
   }
-  static PyObject *str_filters;
-  if (str_filters == NULL && !(str_filters = PyUnicode_InternFromString("filters"))) {
+  static PyObject *str_filters, *str_warnings, *pattern_type;
+  if ((str_filters == NULL && !(str_filters = PyUnicode_InternFromString("filters"))) ||
+      (str_warnings == NULL && !(str_warnings = PyUnicode_InternFromString("warnings")))) {
     PyErr_Clear();
     return 0;
   }
-  /* (the module's dict, read as CPython's own get_warnings_attr reads it: no getattr hook) */
-  PyObject *filters = PyDict_GetItemWithError(PyModule_GetDict(warnings_mod), str_filters);
+  if (pattern_type == NULL) { /* (a filter's message and module are None, a str or a compiled pattern) */
+    PyObject *re = PyImport_ImportModule("re");
+    pattern_type = re ? PyObject_GetAttrString(re, "Pattern") : NULL;
+    Py_XDECREF(re);
+    if (pattern_type == NULL) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  /* CPython reads sys.modules["warnings"].filters at each warning: the module
+   * it is now (one put in its place, as CPython's own tests do, is Python's
+   * to read), an exact module, whose getattr of "filters" is its dict's */
+  PyObject *now = PyImport_GetModule(str_warnings);
+  int same_module = now == warnings_mod && now != NULL && PyModule_CheckExact(now);
+  Py_XDECREF(now);
+  PyObject *filters = same_module ? PyDict_GetItemWithError(PyModule_GetDict(warnings_mod), str_filters) : NULL;
   if (filters == NULL || !PyList_CheckExact(filters)) {
     PyErr_Clear();
     return 0;
@@ -280,22 +298,35 @@ static int said_ignored(void) {
   Py_ssize_t i = 0;
   for (; i < PyList_GET_SIZE(filters) && i < IGNORE_READ; i++) {
     PyObject *f = read[i] = Py_NewRef(PyList_GET_ITEM(filters, i));
-    if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != 5) {
-      decided = 1; /* (CPython refuses it: Python says how) */
+    /* Every filter read is one CPython reads without raising or running code: an action that is a
+     * str, a message and a module that are None, a str or a compiled pattern (whose match CPython
+     * calls on every filter), a line that is an int, a plain class (no __subclasscheck__, whose
+     * answer could change while the filter does not: an ABC's register); else Python decides */
+    PyObject *msg = PyTuple_CheckExact(f) && PyTuple_GET_SIZE(f) == 5 ? PyTuple_GET_ITEM(f, 1) : NULL;
+    PyObject *mod = msg ? PyTuple_GET_ITEM(f, 3) : NULL, *cat = msg ? PyTuple_GET_ITEM(f, 2) : NULL;
+    if (msg == NULL || !PyUnicode_CheckExact(PyTuple_GET_ITEM(f, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(f, 4)) ||
+        !(msg == Py_None || PyUnicode_CheckExact(msg) || Py_TYPE(msg) == (PyTypeObject *)pattern_type) ||
+        !(mod == Py_None || PyUnicode_CheckExact(mod) || Py_TYPE(mod) == (PyTypeObject *)pattern_type) ||
+        !Py_IS_TYPE(cat, &PyType_Type)) {
+      decided = 1;
       break;
     }
-    int of = PyObject_IsSubclass((PyObject *)said_type, PyTuple_GET_ITEM(f, 2));
+    int of = PyObject_IsSubclass((PyObject *)said_type, cat);
     if (of < 0) {
       PyErr_Clear();
       decided = 1;
       break;
     }
     if (!of) continue;
-    PyObject *action = PyTuple_GET_ITEM(f, 0), *ln = PyTuple_GET_ITEM(f, 4);
-    int ignore = PyUnicode_Check(action) && PyUnicode_CompareWithASCIIString(action, "ignore") == 0;
-    int always = PyTuple_GET_ITEM(f, 1) == Py_None && PyTuple_GET_ITEM(f, 3) == Py_None && PyLong_CheckExact(ln) &&
-                 PyLong_AsLong(ln) == 0;
-    PyErr_Clear();
+    PyObject *ln = PyTuple_GET_ITEM(f, 4);
+    int ignore = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(f, 0), "ignore") == 0;
+    long line = PyLong_AsLong(ln);
+    int always = msg == Py_None && mod == Py_None && line == 0;
+    if (line == -1 && PyErr_Occurred()) { /* (a line past a long: CPython's Py_ssize_t may hold it; Python's) */
+      PyErr_Clear();
+      decided = 1;
+      break;
+    }
     /* an ignore of some words, modules or lines ignores or passes on: either way the next filter is
      * read as if it were not there (torch's and NumPy's own ignores of their messages, of Warning) */
     if (ignore && !always) continue;
@@ -1264,22 +1295,25 @@ static const destination *last_d; /* last_cap's record, once read (NULL: not yet
 static uint64_t last_gen;
 #endif
 
-/* registry[to] (borrowed: hold it for the call), NULL with or without an exception when absent. */
+/* registry[to], a new reference (held for the call: torch's probes release
+ * the GIL, and another thread, or code run by a release, may empty the
+ * registry meanwhile); NULL with or without an exception when absent. */
 static PyObject *registered(PyObject *to) {
 #ifndef Py_GIL_DISABLED
-  if (to == last_to && last_gen == bridge_convert_registry_gen) return last_cap;
+  if (to == last_to && last_gen == bridge_convert_registry_gen) return Py_NewRef(last_cap);
 #endif
   PyObject *cap = PyDict_GetItemWithError(bridge_convert_registry, to);
+  if (cap == NULL) return NULL;
+  Py_INCREF(cap); /* (before any release below, which may run code that empties the registry) */
 #ifndef Py_GIL_DISABLED
-  if (cap != NULL) { /* (the old ones let go last: a decref may run code, which sees the new entry whole) */
-    PyObject *old_cap = last_cap, *old_to = last_to;
-    last_cap = Py_NewRef(cap);
-    last_d = NULL;
-    last_to = Py_NewRef(to);
-    last_gen = bridge_convert_registry_gen;
-    Py_XDECREF(old_cap);
-    Py_XDECREF(old_to);
-  }
+  /* (the old ones let go last: a release may run code, which sees the new entry whole) */
+  PyObject *old_cap = last_cap, *old_to = last_to;
+  last_cap = Py_NewRef(cap);
+  last_d = NULL;
+  last_to = Py_NewRef(to);
+  last_gen = bridge_convert_registry_gen;
+  Py_XDECREF(old_cap);
+  Py_XDECREF(old_to);
 #endif
   return cap;
 }
@@ -1346,10 +1380,10 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
       /* a table's columns= on the same pass as the table (a name it lacks or has twice: the general path's words) */
       PyObject *cap = registered(pos[1]);
       if (cap == NULL || cap == Py_None) {
+        Py_XDECREF(cap);
         PyErr_Clear();
         return slow_call(args, nargsf, kwnames);
       }
-      Py_INCREF(cap);
       const destination *d = record_of(cap);
       PyObject *out = d ? table_to(d, pos[0], args, nargsf, kwnames, chosen) : NULL;
       Py_DECREF(cap);
@@ -1360,10 +1394,10 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
               (kw[1] == NULL || kw[1] == str_copy_value || kw[1] == str_share_value);
     PyObject *cap = one ? registered(pos[1]) : NULL;
     if (cap == NULL || cap == Py_None) {
+      Py_XDECREF(cap);
       PyErr_Clear();
       return slow_call(args, nargsf, kwnames);
     }
-    Py_INCREF(cap);
     const destination *d = record_of(cap);
     PyObject *out = d ? asked_call(d, args, nargsf, kwnames, ask, kw[0] == Py_True) : NULL;
     Py_DECREF(cap);
@@ -1403,13 +1437,11 @@ static PyObject *py_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     cap = done != NULL ? registered(args[1]) : NULL;
   }
   if (cap == NULL || cap == Py_None) {
+    Py_XDECREF(cap);
     PyErr_Clear();
     return general(args[0], args, nargsf, kwnames);
   }
-  /* Held for the call: torch's probes release the GIL, and another thread
-   * may empty the registry meanwhile. */
-  Py_INCREF(cap);
-  const destination *d = record_of(cap);
+  const destination *d = record_of(cap); /* (cap held for the call: registered's reference) */
   PyObject *out = d ? convert_to(d, args, nargsf, kwnames, NULL) : NULL;
   Py_DECREF(cap);
   return out;

@@ -78,7 +78,9 @@ bad:
 static PyObject *remember(PyObject *to, PyObject *record) {
   bridge_convert_registry_gen++;
   if (PyDict_GET_SIZE(bridge_convert_registry) >= 256) PyDict_Clear(bridge_convert_registry); /* bound it: `to` may be made per call */
-  if (PyDict_SetItem(bridge_convert_registry, to, record) < 0) return NULL;
+  int rc = PyDict_SetItem(bridge_convert_registry, to, record);
+  bridge_convert_registry_gen++; /* (again: the write may run code, a key's __eq__, that looked up meanwhile) */
+  if (rc < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -226,6 +228,7 @@ static PyObject *py_convert_forget(PyObject *mod, PyObject *unused) {
   (void)unused;
   bridge_convert_registry_gen++;
   PyDict_Clear(bridge_convert_registry);
+  bridge_convert_registry_gen++; /* (again: the releases may run code that looked up meanwhile) */
   Py_RETURN_NONE;
 }
 

@@ -594,3 +594,43 @@ def test_a_filter_category_that_changes_the_filters_while_read_is_safe() -> None
         assert np.array_equal(again.numpy(), src)
     assert state["calls"] >= 1
     assert all(issubclass(w.category, bridge.CopyWarning) for w in said)
+
+
+def test_a_filter_python_reads_differently_is_pythons_to_decide() -> None:
+    """What the engine cannot read as CPython would (a category whose
+    subclasses change without the filter changing, a malformed filter
+    CPython refuses, a warnings module put in the place of the one it read)
+    leaves the warning to Python, which then decides as it always does."""
+    import abc
+    import sys
+
+    src = A[::-1]
+
+    class Family(Warning, metaclass=abc.ABCMeta):  # (a category that gains members by registration)
+        pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        warnings.filterwarnings("error", category=Family)
+        assert _warned(lambda: bridge.convert(src, torch)) == []
+        Family.register(bridge.CopyWarning)  # the filter now matches, though neither it nor the list changed
+        with pytest.raises(bridge.CopyWarning):
+            bridge.convert(src, torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        assert _warned(lambda: bridge.convert(src, torch)) == []
+        warnings.filters.insert(0, (42, None, RuntimeWarning, None, 0))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="action must be a string"):  # (CPython's own refusal)
+            bridge.convert(src, torch)
+    real = sys.modules["warnings"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        assert _warned(lambda: bridge.convert(src, torch)) == []
+        try:
+            sys.modules["warnings"] = object()  # type: ignore[assignment]  (not even a module)
+            from bridge import _C
+
+            assert not _C.copy_warning_ignored(bridge.CopyWarning)
+        finally:
+            sys.modules["warnings"] = real
+        assert _C.copy_warning_ignored(bridge.CopyWarning)
