@@ -275,9 +275,10 @@ static int said_ignored(void) {
   /* CPython reads sys.modules["warnings"].filters at each warning: the module
    * it is now (one put in its place, as CPython's own tests do, is Python's
    * to read), an exact module, whose getattr of "filters" is its dict's */
-  PyObject *now = PyImport_GetModule(str_warnings);
+  PyObject *modules = PyImport_GetModuleDict(); /* (its dict read directly: PyImport_GetModule also asks
+                                                 * the module's spec whether it is initializing, 670 Ir) */
+  PyObject *now = modules != NULL && PyDict_CheckExact(modules) ? PyDict_GetItemWithError(modules, str_warnings) : NULL;
   int same_module = now == warnings_mod && now != NULL && PyModule_CheckExact(now);
-  Py_XDECREF(now);
   PyObject *filters = same_module ? PyDict_GetItemWithError(PyModule_GetDict(warnings_mod), str_filters) : NULL;
   if (filters == NULL || !PyList_CheckExact(filters)) {
     PyErr_Clear();
