@@ -634,3 +634,59 @@ def test_a_filter_python_reads_differently_is_pythons_to_decide() -> None:
         finally:
             sys.modules["warnings"] = real
         assert _C.copy_warning_ignored(bridge.CopyWarning)
+
+
+def test_the_engines_remembered_state_survives_forks_mid_traffic_and_leaks_nothing() -> None:
+    """The engine's process-wide memory of this issue (the warnings filters
+    it read, the last destination looked up) under real use: four threads
+    convert with copies (an ignored warning, a remembered destination) while
+    the main thread forks three times; each child converts again, through
+    both, and changes the filters (which it must see). In a subprocess: a
+    fork of the test runner's own threads is not this test's to make.
+    Then, here: a thousand calls hold no more references than one."""
+    import subprocess
+    import sys
+
+    code = r"""
+import os, sys, threading, warnings, numpy as np, torch, bridge
+warnings.simplefilter("ignore", bridge.CopyWarning)
+a = np.arange(256, dtype=np.float32)
+stop = threading.Event()
+def traffic():
+    while not stop.is_set():
+        bridge.convert(a[::-1], torch); bridge.convert(a, np); bridge.convert({"x": a[::-2]}, "torch")
+threads = [threading.Thread(target=traffic) for _ in range(4)]
+for t in threads: t.start()
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        ok = True
+        try:
+            for _ in range(3):
+                ok &= bool(np.array_equal(bridge.convert(a[::-1], torch).numpy(), a[::-1]))
+                ok &= bridge.convert(a, np) is a
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                bridge.convert(a[::-1], torch)
+            ok &= len(said) == 1
+        except BaseException as e:
+            print(repr(e), file=sys.stderr); ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+stop.set()
+for t in threads: t.join()
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+
+    src = A[::-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bridge.CopyWarning)
+        for _ in range(3):
+            bridge.convert(src, torch)
+        before = (sys.getrefcount(torch), sys.getrefcount(warnings.filters), sys.getrefcount(src))
+        for _ in range(1000):
+            bridge.convert(src, torch)
+        assert (sys.getrefcount(torch), sys.getrefcount(warnings.filters), sys.getrefcount(src)) == before
